@@ -1,0 +1,138 @@
+"""Loading a run: exactly ``<run>/<host>/<variant>.json``, each checked; a bad file becomes a
+:class:`LoadError` naming the file and the fix while the other files are still reported."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STATUSES = ("complete", "incomplete", "failed")
+NAME_RE = re.compile(r"^[a-z0-9._-]+$")
+#: Folders under a run directory that hold report output, not hosts.
+OUTPUT_DIRS = {"charts"}
+
+
+@dataclass
+class LoadError:
+    """One result file that could not be used: ``path`` (relative to the run) and a one-line message."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass
+class Run:
+    """A loaded run: its directory, id, usable result documents and the files that were not usable."""
+
+    path: Path
+    results: list[dict] = field(default_factory=list)
+    errors: list[LoadError] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        """The run id = the run directory's name."""
+        return self.path.name
+
+
+class RunNotFound(Exception):
+    """The run directory does not exist or holds no ``<host>/<variant>.json`` file."""
+
+
+def result_files(run_dir: Path) -> list[Path]:
+    """The run's result files: ``<run_dir>/<host>/<variant>.json``, sorted (report outputs skipped)."""
+    return sorted(p for p in run_dir.glob("*/*.json")
+                  if p.is_file() and p.parent.name not in OUTPUT_DIRS and not p.parent.name.startswith("."))
+
+
+def check_document(doc: object, host: str, variant: str) -> str | None:
+    """Why a parsed result cannot be used (one line), or None when it can."""
+    if not isinstance(doc, dict):
+        return f"top level is a JSON {type(doc).__name__}, not an object"
+    status = doc.get("status")
+    if status not in STATUSES:
+        return f"field 'status' is {status!r}; expected one of {', '.join(STATUSES)}"
+    if "host" in doc and doc["host"] != host:
+        return f"field 'host' is {doc['host']!r} but the file is in folder {host!r}"
+    v = doc.get("variant")
+    name = v.get("name") if isinstance(v, dict) else v
+    if name is not None and name != variant:
+        return f"field 'variant.name' is {name!r} but the file is named {variant}.json"
+    for key in ("single", "spec_decode", "image", "telemetry", "failure", "server_startup", "profile", "manifest"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            return f"field {key!r} must be an object or null, got {type(doc[key]).__name__}"
+    for key in ("parallel", "quality", "errors", "context"):
+        if doc.get(key) is not None and not isinstance(doc[key], list):
+            return f"field {key!r} must be a list or null, got {type(doc[key]).__name__}"
+    return None
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """Load every ``<host>/<variant>.json`` of ``run_dir``.
+
+    A document without ``host`` or ``variant.name`` gets them from its folder and file name. Raises
+    :class:`RunNotFound` when the directory is missing or has no result file at all."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise RunNotFound(f"run directory {path} does not exist; pass results/<run-id> of a stored run")
+    files = result_files(path)
+    if not files:
+        raise RunNotFound(f"run directory {path} has no <host>/<variant>.json result file; "
+                          f"is it a run directory (results/<run-id>)?")
+    run = Run(path=path)
+    fix = "re-run that variant with the same run id and bench_force=true, or delete the file"
+    for f in files:
+        rel = str(f.relative_to(path))
+        host, variant = f.parent.name, f.stem
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            run.errors.append(LoadError(rel, f"unreadable ({exc.__class__.__name__}: {exc}); "
+                                             f"check its permissions or {fix}"))
+            continue
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            run.errors.append(LoadError(rel, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {fix}"))
+            continue
+        problem = check_document(doc, host, variant)
+        if problem:
+            run.errors.append(LoadError(rel, f"{problem}; {fix}"))
+            continue
+        doc.setdefault("host", host)
+        if not isinstance(doc.get("variant"), dict):
+            doc["variant"] = {"name": doc.get("variant") or variant}
+        doc["variant"].setdefault("name", variant)
+        run.results.append(doc)
+    return run
+
+
+def apply_profiles(results: list[dict], profiles_dir: str | Path) -> int:
+    """Fill a missing ``profile`` from ``profiles_dir`` (``hardware/<name>.json``, default
+    ``dgx-spark``; ``models/<org>__<name>.json`` for the variant's model). Returns how many results
+    got a profile; a result that already has one keeps it."""
+    base = Path(profiles_dir)
+    filled = 0
+    for r in results:
+        prof = r.get("profile") if isinstance(r.get("profile"), dict) else {}
+        model = (r.get("variant") or {}).get("model") or (r.get("server") or {}).get("model")
+        changed = False
+        if not prof.get("hardware"):
+            name = (prof.get("hardware_name") or "dgx-spark")
+            hw_file = base / "hardware" / f"{name}.json"
+            if hw_file.is_file():
+                prof["hardware"] = json.loads(hw_file.read_text(encoding="utf-8"))
+                changed = True
+        if not prof.get("model") and model:
+            m_file = base / "models" / (model.replace("/", "__") + ".json")
+            if m_file.is_file():
+                prof["model"] = json.loads(m_file.read_text(encoding="utf-8"))
+                changed = True
+        if changed:
+            r["profile"] = prof
+            filled += 1
+    return filled

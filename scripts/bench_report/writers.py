@@ -1,0 +1,76 @@
+"""Writers: report.md, results.csv, results.json, report.html beside the run's result files.
+Each file is written to a temporary name and renamed, so a reader never sees half a report."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+from tabulate import tabulate
+
+from .table import Table
+
+CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status", "simulated",
+               "single_tok_s", "single_min", "single_max", "speedup_vs_bare", "combined_2", "combined_4",
+               "combined_8", "acceptance_per_position", "mean_acceptance_length", "ttft_p50_s",
+               "roofline_tok_s", "pct_of_roofline", "tokens_per_step", "time_to_ready_s", "model_memory_gib",
+               "quality_passed", "failure_stage", "failure_reason"]
+
+
+def write_atomic(path: Path, content: str) -> None:
+    """Write ``content`` to ``path`` via a temporary file and rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def table_md(t: Table) -> str:
+    """One table as a markdown section (pipe table via tabulate)."""
+    body = tabulate(t.rows, headers=t.headers, tablefmt="github", disable_numparse=True)
+    notes = "".join(f"\n_{n}_\n" for n in t.notes)
+    return f"## {t.title}\n\n{body}\n{notes}"
+
+
+def markdown(ctx: dict, charts: list[dict]) -> str:
+    """The whole report.md."""
+    parts = [f"# sparkbench report — run {ctx['run_id']}\n",
+             f"generated {ctx['generated_at']} from {ctx['n_files']} result file(s); {ctx['n_hosts']} host(s)\n"]
+    if ctx["simulated"]:
+        parts.append("> **SIMULATED** — figures come from the sparkbench vLLM simulator, not from a GPU.\n")
+    if ctx["load_errors"]:
+        parts.append("**Result files that could not be read (not in the tables):**\n\n"
+                     + "\n".join(f"- {e}" for e in ctx["load_errors"]) + "\n")
+    if ctx["summary"]:
+        parts.append("## Summary\n\n" + "\n".join(f"- {line}" for line in ctx["summary"]) + "\n")
+    parts += [table_md(t) for t in ctx["tables"]]
+    drawn = [c for c in charts if c.get("path")]
+    if drawn:
+        parts.append("## Charts\n\n" + "\n".join(f"![{c['title']}](charts/{Path(c['path']).name})" for c in drawn) + "\n")
+    return "\n".join(parts)
+
+
+def results_csv(run_id: str, rows: list[dict], quality: list[dict], failures: list[dict]) -> str:
+    """One CSV row per host × variant; empty cell = not measured."""
+    q = {(x["host"], x["variant"]): x["passed"] for x in quality}
+    fails = {(x["host"], x["variant"]): x for x in failures}
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        out = {k: r.get(k) for k in CSV_COLUMNS}
+        out["run_id"] = run_id
+        out["acceptance_per_position"] = " ".join(f"{a:g}" for a in r["acceptance_per_position"])
+        out["quality_passed"] = q.get((r["host"], r["variant"]))
+        fail = fails.get((r["host"], r["variant"]))
+        if fail:
+            out["failure_stage"], out["failure_reason"] = fail["stage"], fail["reason"]
+        w.writerow({k: ("" if v is None else v) for k, v in out.items()})
+    return buf.getvalue()
+
+
+def results_json(doc: dict) -> str:
+    """results.json: the report's numbers, sections and chart data."""
+    return json.dumps(doc, indent=1, ensure_ascii=False, default=str) + "\n"
