@@ -104,8 +104,13 @@ def run_compare(current: list[dict], baseline: list[dict], threshold_pct: float 
         verdict = ("no bridge: no variant was measured on both runs with different vLLM versions"
                    if not bridge_rows else "no bridge: the bridge variants have no single-stream figure on both runs")
     else:
-        parts = ", ".join(f"{r['variant']} {r['baseline_single']:.2f} → {r['current_single']:.2f} "
-                          f"({r['single_pct']:+.1f} %)" for r in measured)
+        if len(measured) <= 4:
+            parts = ", ".join(f"{r['variant']} {r['baseline_single']:.2f} → {r['current_single']:.2f} "
+                              f"({r['single_pct']:+.1f} %)" for r in measured)
+        else:
+            lo = min(r["single_pct"] for r in measured)
+            hi = max(r["single_pct"] for r in measured)
+            parts = f"{len(measured)} host × variant pairs re-measured, Δ {lo:+.1f} … {hi:+.1f} %"
         verdict = (f"vLLM {'/'.join(from_v)} → {'/'.join(to_v)}: {parts}; max |Δ| {max_abs:.1f} % "
                    f"{'≤' if comparable else '>'} {threshold:g} % → figures "
                    f"{'comparable across the runs' if comparable else 'NOT comparable across the runs'}")

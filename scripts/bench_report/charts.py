@@ -122,8 +122,12 @@ def build_vs_build(results: list[dict], out_dir: Path, builds_order: list[str] |
             xs = [i + (j - (n - 1) / 2) * width for i in range(len(d["configs"]))]
             heights = [v if v is not None else 0.0 for v in vals]
             ax.bar(xs, heights, width=width, color=BUILD_COLOURS[j % len(BUILD_COLOURS)], label=build)
-            for x, v in zip(xs, vals):
-                ax.text(x, v or 0.0, "–" if v is None else f"{v:.1f}", ha="center", va="bottom", fontsize=7)
+            ref_vals = next(iter(d["builds"].values()))
+            for x, v, ref in zip(xs, vals, ref_vals):
+                label = "–" if v is None else f"{v:.1f}"
+                if j > 0 and v is not None and ref:
+                    label += f"\n{(v - ref) / ref * 100:+.1f} %".replace("-", "−")
+                ax.text(x, v or 0.0, label, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(d["configs"])), d["configs"])
         ax.set_ylabel("tok/s (single stream)")
         ax.set_title(mkey, fontsize=9)

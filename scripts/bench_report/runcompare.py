@@ -25,7 +25,7 @@ def build(results: list[dict], baseline: list[dict], baseline_id: str,
                              f"within {bridge['threshold_pct']:g} %"], rows,
                             [f"comparable when every bridge variant's single-stream |Δ| ≤ "
                              f"{bridge['threshold_pct']:g} % (the seed's tolerance)", bridge["verdict"]]))
-    rows = [[r["host"], r["variant"], f(r["baseline_single"]), f(r["current_single"]), pct(r["single_pct"]),
+    rows = [[r["host"], r["variant"], f(r["baseline_single"], 2), f(r["current_single"], 2), pct(r["single_pct"]),
              DASH if r["within_noise"] is None else ("within noise" if r["within_noise"] else "beyond noise"),
              f(r["baseline_combined_8"]), f(r["current_combined_8"]), pct(r["combined_8_pct"])]
             for r in data["rows"]]
