@@ -1,0 +1,232 @@
+"""The report filter plugins on fixtures with known numbers: the seed's published figures
+(tests/fixtures/runs/seed-*) and synthetic fleets (tests/fixtures/runs/fleet-sim*)."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RUNS = REPO / "tests" / "fixtures" / "runs"
+
+
+def _plugin(name: str):
+    mod_name = f"sparkbench_filter_{name}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, REPO / "filter_plugins" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+rt = _plugin("report_tables")
+h2h = _plugin("head_to_head")
+fc = _plugin("fleet_compare")
+rc = _plugin("run_compare")
+
+
+def load(run: str) -> list[dict]:
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((RUNS / run).glob("*/*.json"))]
+
+
+def by_variant(rows: list[dict]) -> dict[str, dict]:
+    return {r["variant"]: r for r in rows}
+
+
+@pytest.fixture(scope="module")
+def seed():
+    return load("seed-v0.25")
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    return load("fleet-sim")
+
+
+def test_fixtures_are_labelled_seed_or_synthetic():
+    for p in RUNS.glob("*/*/*.json"):
+        doc = json.loads(p.read_text(encoding="utf-8"))
+        assert doc.get("_fixture") in ("seed", "synthetic"), p
+
+
+def test_seed_table_speedups_and_tokens_per_step(seed):
+    rows = by_variant(rt.report_tables(seed)["hosts"]["seed-spark"])
+    assert rows["nvidia-bare"]["single_tok_s"] == 76.7
+    assert rows["nvidia-mtp2"]["speedup_vs_bare"] == pytest.approx(98.0 / 76.7)
+    assert rows["nvidia-mtp3"]["speedup_vs_bare"] == pytest.approx(108.3 / 76.7)
+    # tokens per step = 1 + Σ acceptance (DESIGN): 2.56 and 3.08
+    assert rows["nvidia-mtp2"]["tokens_per_step"] == pytest.approx(2.56)
+    assert rows["nvidia-mtp3"]["tokens_per_step"] == pytest.approx(3.08)
+    assert rows["nvidia-mtp3"]["acceptance_per_position"] == [0.86, 0.67, 0.55]
+    # MTP rows report tokens per step, not % of roofline; bare rows the reverse
+    assert rows["nvidia-mtp2"]["pct_of_roofline"] is None
+    assert rows["nvidia-bare"]["tokens_per_step"] is None
+    # no bare Unsloth figure is published: no speedup is invented
+    assert rows["unsloth-mtp2"]["speedup_vs_bare"] is None
+    # nothing the seed does not publish appears as a number
+    assert rows["nvidia-bare"]["combined_8"] is None and rows["nvidia-bare"]["single_min"] is None
+
+
+def test_roofline_formula(seed):
+    rows = by_variant(rt.report_tables(seed)["hosts"]["seed-spark"])
+    # 35B-A3B: 3e9 active × 4.5 bits / 8 = 1.6875 GB per token → 273 / 1.6875 = 161.78 tok/s
+    assert rows["nvidia-bare"]["roofline_tok_s"] == pytest.approx(273e9 / (3e9 * 4.5 / 8))
+    assert rows["nvidia-bare"]["pct_of_roofline"] == pytest.approx(76.7 / 161.777 * 100, rel=1e-4)
+    # 27B dense: ≈ 18 tok/s roofline, 12.43 ≈ 69 % of it (DESIGN: ~70 % efficiency)
+    assert rows["qwen27b-bare"]["pct_of_roofline"] == pytest.approx(69.15, abs=0.05)
+    assert rows["qwen27b-bare"]["roofline_basis"] == "weights only"
+
+
+def test_roofline_with_kv_geometry(fleet):
+    doc = next(r for r in fleet if r["host"] == "spark-sim01" and r["variant"]["name"] == "nvidia-bare")
+    roof = rt.roofline(doc)
+    # KV: 2 × 10 layers × 2 heads × 256 dim × 8 bits (fp8) / 8 = 10240 B per context token,
+    # context = 40 prompt + 256 / 2 = 168 tokens → 1,720,320 B
+    assert roof["kv_bytes"] == pytest.approx(10240 * 168)
+    assert roof["tok_s"] == pytest.approx(273e9 / (1.6875e9 + 10240 * 168))
+    assert roof["basis"] == "weights + KV"
+
+
+def test_roofline_missing_profile_gives_none():
+    assert rt.roofline({"status": "complete"})["tok_s"] is None
+
+
+def test_head_to_head_seed_unsloth_minus_16_7(seed):
+    out = h2h.head_to_head(seed)
+    assert out["reference_build"] == "nvidia"
+    single = [r for r in out["rows"] if r["metric"] == "single"]
+    assert len(single) == 1  # only spec=2 has both builds published
+    assert single[0]["config"] == "mtp2" and single[0]["build"] == "unsloth"
+    assert round(single[0]["pct_diff"], 1) == -16.7
+    assert single[0]["within_noise"] is None  # the seed publishes no ranges
+
+
+def test_head_to_head_fleet_gap_closes_at_8(fleet):
+    out = h2h.head_to_head(fleet)
+    s = next(x for x in out["summary"] if x["host"] == "spark-sim01")
+    assert round(s["single_pct_min"], 1) == round((81.0 - 97.0) / 97.0 * 100, 1)  # −16.5 % at mtp2
+    assert round(s["single_pct_max"], 1) == round((66.5 - 76.0) / 76.0 * 100, 1)  # −12.5 % at bare
+    assert s["single_all_within_noise"] is False
+    assert s["c8_all_within_noise"] is True  # |Δ8| < 2 % single-stream spread
+    c8_mtp2 = next(r for r in out["rows"] if r["host"] == "spark-sim01" and r["config"] == "mtp2"
+                   and r["metric"] == "combined_8")
+    assert c8_mtp2["pct_diff"] == pytest.approx((474.0 - 470.0) / 470.0 * 100)  # unsloth edges ahead
+
+
+def test_head_to_head_reference_override_and_bad_name(fleet):
+    out = h2h.head_to_head(fleet, reference_build="unsloth")
+    assert {r["build"] for r in out["rows"]} == {"nvidia"}
+    with pytest.raises(ValueError, match="reference build 'amd'"):
+        h2h.head_to_head(fleet, reference_build="amd")
+
+
+def test_ranges_overlap():
+    assert h2h.ranges_overlap((1, 2), (2, 3)) is True
+    assert h2h.ranges_overlap((1, 2), (2.1, 3)) is False
+    assert h2h.ranges_overlap((None, 2), (1, 3)) is None
+
+
+def test_fleet_flags_slow_host_with_differing_fields(fleet):
+    out = fc.fleet_compare(fleet, threshold_pct=5)
+    assert out["host_deviation_pct"]["spark-sim03"] == pytest.approx(-8.0, abs=0.05)
+    assert [f["host"] for f in out["flagged"]] == ["spark-sim03"]
+    fields = {d["field"]: d for d in out["flagged"][0]["differs"]}
+    assert fields["driver"]["value"] == "580.82.07" and fields["driver"]["majority"] == "580.95.05"
+    assert "sm_clock_mhz" in fields
+    assert "vllm_version" not in fields  # same on every host
+    assert out["fleet_median"]["nvidia-bare"] == pytest.approx(76.0)
+    # a looser threshold flags nobody
+    assert fc.fleet_compare(fleet, threshold_pct=9)["flagged"] == []
+
+
+def test_fleet_two_hosts_do_not_flag(fleet):
+    two = [r for r in fleet if r["host"] != "spark-sim02"]
+    out = fc.fleet_compare(two)
+    assert out["can_flag"] is False and out["flagged"] == []
+
+
+def test_fleet_bad_threshold(fleet):
+    with pytest.raises(ValueError, match="fleet threshold"):
+        fc.fleet_compare(fleet, threshold_pct="five")
+
+
+def test_version_bridge_seed_within_2_5(seed):
+    out = rc.run_compare(seed, load("seed-v0.24"))
+    b = out["bridge"]
+    assert b["comparable"] is True
+    assert {r["variant"] for r in b["pairs"]} == {"qwen27b-bare", "qwen27b-mtp"}
+    pcts = {r["variant"]: r["single_pct"] for r in b["pairs"]}
+    assert pcts["qwen27b-bare"] == pytest.approx((12.43 - 12.13) / 12.13 * 100)  # +2.47 %
+    assert pcts["qwen27b-mtp"] == pytest.approx((28.91 - 29.38) / 29.38 * 100)  # −1.60 %
+    assert b["from_versions"] == ["0.24.0"] and b["to_versions"] == ["0.25.0"]
+    assert "2.5 %" in b["verdict"] and "comparable" in b["verdict"]
+
+
+def test_version_bridge_fails_beyond_threshold(seed):
+    base = copy.deepcopy(load("seed-v0.24"))
+    for d in base:
+        d["single"]["decode_tok_s_median"] *= 0.9  # now +13.9 % bare, +9.3 % MTP
+    out = rc.run_compare(seed, base, threshold_pct=2.5)
+    assert out["bridge"]["comparable"] is False
+    assert "NOT comparable" in out["bridge"]["verdict"]
+    # a looser threshold accepts it
+    assert rc.run_compare(seed, base, threshold_pct=15)["bridge"]["comparable"] is True
+
+
+def test_run_compare_fleet_deltas(fleet):
+    out = rc.run_compare(fleet, load("fleet-sim-base"))
+    assert len(out["rows"]) == 18
+    row = next(r for r in out["rows"] if r["host"] == "spark-sim01" and r["variant"] == "nvidia-bare")
+    assert row["single_pct"] == pytest.approx((76.0 - round(76.0 * 0.985, 2)) / round(76.0 * 0.985, 2) * 100)
+    assert row["within_noise"] is True  # ±1 % ranges overlap at 1.5 % apart
+    assert out["only_current"] == [f"spark-sim0{i}/nvidia-mtp3-mnbt2048" for i in (1, 2, 3)]
+
+
+def test_run_compare_same_version_has_no_bridge(fleet):
+    out = rc.run_compare(fleet, fleet)
+    assert out["bridge"]["comparable"] is None and out["bridge"]["verdict"].startswith("no bridge")
+
+
+def test_failures_and_quality(fleet):
+    t = rt.report_tables(fleet)
+    fails = [x for x in t["failures"] if x["host"] == "spark-sim01"]
+    assert fails == [{"host": "spark-sim01", "variant": "nvidia-mtp3-mnbt2048", "status": "failed",
+                      "stage": "preflight",
+                      "reason": "block_size (2096) must be <= max_num_batched_tokens (2048) in Mamba cache align mode",
+                      "remedy": "add --max-num-batched-tokens 4096 to the variant's args"}]
+    q = {(x["host"], x["variant"]): x for x in t["quality"]}
+    assert q[("spark-sim01", "unsloth-mtp2")]["q_capital_50"] == "truncated"
+    assert q[("spark-sim01", "unsloth-mtp2")]["rt_capital_50"] == 2048
+    assert q[("spark-sim01", "nvidia-bare")]["passed"] == 4
+    assert t["simulated"] is True
+    row = by_variant(t["hosts"]["spark-sim01"])["nvidia-mtp3-mnbt2048"]
+    assert row["single_tok_s"] is None and row["status"] == "failed"
+
+
+def test_filters_through_real_ansible_templating(tmp_path):
+    """The plugins load as Ansible filters (not just as Python modules)."""
+    import subprocess
+    playbook = tmp_path / "p.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.debug:\n"
+        "        msg: \"{{ (docs | head_to_head).rows | selectattr('metric', 'eq', 'single') "
+        "| map(attribute='pct_diff') | map('round', 1) | list }}"
+        " {{ (docs | run_compare(base)).bridge.comparable }}\"\n")
+    extra = tmp_path / "vars.json"
+    extra.write_text(json.dumps({"docs": load("seed-v0.25"), "base": load("seed-v0.24")}))
+    env = {"ANSIBLE_FILTER_PLUGINS": str(REPO / "filter_plugins"), "ANSIBLE_STDOUT_CALLBACK": "default",
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+           "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), str(playbook), "-e", f"@{extra}",
+                           "-e", "ansible_python_interpreter=" + sys.executable],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[-16.7] True" in proc.stdout
