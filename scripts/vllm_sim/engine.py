@@ -1,0 +1,227 @@
+"""The engine: one thread steps every running request together (continuous batching).
+
+Pacing is deadline based: step ``i`` ends at ``target_i = target_{i-1} + T_i`` (T from
+:mod:`pacing`, times jitter), not ``now + T_i``, so a loaded machine does not drift; after an
+idle period the clock restarts from now. Each decode step advances every running request by
+``1 + accepted`` tokens (MTP) and emits one chunk event carrying those tokens; the step that
+finishes a request's prefill emits its first token (one token, as vLLM). Timestamps are read
+with ``time.time()`` when the step really ended.
+"""
+from __future__ import annotations
+
+import collections
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .answers import Plan
+
+
+@dataclass
+class Request:
+    """One generation request and its server-side timeline (seconds, ``time.time()``)."""
+
+    rid: str
+    prompt_tokens: int
+    max_tokens: int
+    plan: Plan
+    min_tokens: int = 0
+    ignore_eos: bool = False
+    arrival: float = field(default_factory=time.time)
+    out: queue.Queue = field(default_factory=queue.Queue)
+    prefill_done: int = 0
+    produced: int = 0
+    reasoning_tokens: int = 0
+    steps: int = 0
+    scheduled: float | None = None
+    first_token: float | None = None
+    last_token: float | None = None
+    finish_reason: str | None = None
+    aborted: bool = False
+
+    def __post_init__(self) -> None:
+        natural = max(self.plan.natural_len, self.min_tokens)
+        if self.ignore_eos or natural > self.max_tokens:
+            self.target, self.reason = self.max_tokens, "length"
+        else:
+            self.target, self.reason = max(natural, 1), "stop"
+
+    def record(self) -> dict:
+        """The /sim/requests row."""
+        return {"id": self.rid, "arrival": self.arrival, "scheduled": self.scheduled,
+                "first_token": self.first_token, "last_token": self.last_token,
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced,
+                "reasoning_tokens": self.reasoning_tokens, "steps": self.steps,
+                "finish_reason": self.finish_reason}
+
+
+def draw_accepted(rates: list[float], k: int, rng: random.Random) -> int:
+    """Accepted draft tokens for one verify step.
+
+    ``rates`` are unconditional per-position rates (position i accepted implies all before it),
+    so position i is accepted with conditional probability ``rates[i] / rates[i-1]``.
+    """
+    prev = 1.0
+    for i in range(k):
+        p = rates[i] if i < len(rates) else 0.0
+        cond = p / prev if prev > 0 else 0.0
+        if rng.random() >= cond:
+            return i
+        prev = p
+    return k
+
+
+class Engine(threading.Thread):
+    """Runs engine steps; the HTTP layer submits :class:`Request` objects and reads their queues."""
+
+    def __init__(self, pacing, metrics, faults, *, spec_k: int, acceptance: list[float],
+                 max_num_seqs: int, max_num_batched_tokens: int, jitter: float, seed: int,
+                 kv_capacity_tokens: float) -> None:
+        super().__init__(name="EngineCore", daemon=True)
+        self.pacing, self.metrics, self.faults = pacing, metrics, faults
+        self.k, self.acceptance = spec_k, acceptance
+        self.max_num_seqs, self.max_batched = max_num_seqs, max_num_batched_tokens
+        self.jitter = jitter
+        self.rng = random.Random(seed)
+        self.jrng = random.Random(seed + 1)
+        self.cond = threading.Condition()
+        self.waiting: collections.deque[Request] = collections.deque()
+        self.running: list[Request] = []
+        self.records: collections.deque[dict] = collections.deque(maxlen=100_000)
+        self.done_records: collections.deque[Request] = collections.deque(maxlen=100_000)
+        self.all_requests: dict[str, Request] = {}
+        self.kv_capacity = max(kv_capacity_tokens, 1.0)
+        self.total_prompt = 0
+        self.total_generated = 0
+        self.steps = 0
+
+    # --- API for the HTTP layer ---------------------------------------------------------
+    def submit(self, req: Request) -> None:
+        with self.cond:
+            self.all_requests[req.rid] = req
+            if len(self.all_requests) > 100_000:
+                self.all_requests.pop(next(iter(self.all_requests)))
+            self.waiting.append(req)
+            self.metrics.set_gauge("vllm:num_requests_waiting", len(self.waiting))
+            self.cond.notify()
+
+    def abort(self, req: Request) -> None:
+        with self.cond:
+            req.aborted = True
+            self.cond.notify()
+
+    def snapshot(self) -> list[dict]:
+        with self.cond:
+            return [r.record() for r in self.all_requests.values()]
+
+    # --- the loop -------------------------------------------------------------------------
+    def run(self) -> None:
+        target = None
+        while True:
+            with self.cond:
+                while not self.running and not self.waiting:
+                    target = None
+                    self.cond.wait()
+                while self.waiting and len(self.running) < self.max_num_seqs:
+                    r = self.waiting.popleft()
+                    if r.aborted:
+                        continue
+                    r.scheduled = time.time()
+                    self.running.append(r)
+                for r in [r for r in self.running if r.aborted]:
+                    self.running.remove(r)
+                    self._finish(r, "abort", time.time())
+                decode = [r for r in self.running if r.prefill_done >= r.prompt_tokens]
+                prefill = [r for r in self.running if r.prefill_done < r.prompt_tokens]
+                self.metrics.set_gauge("vllm:num_requests_running", len(self.running))
+                self.metrics.set_gauge("vllm:num_requests_waiting", len(self.waiting))
+            if not decode and not prefill:
+                continue
+            while self.faults.stalled:
+                time.sleep(3600)
+            k = self.k if decode else 0
+            budget = self.max_batched - len(decode) * (k + 1)
+            chunks: list[tuple[Request, int]] = []
+            for r in prefill:
+                take = min(max(budget, 0), r.prompt_tokens - r.prefill_done)
+                if take <= 0:
+                    break
+                chunks.append((r, take))
+                budget -= take
+            if not decode and not chunks:   # a prompt bigger than the budget still makes progress
+                chunks = [(prefill[0], min(self.max_batched, prefill[0].prompt_tokens - prefill[0].prefill_done))]
+            ctx = sum(r.prompt_tokens + r.produced for r in decode) + sum(r.prefill_done + t for r, t in chunks)
+            dur = self.pacing.step(len(decode), k, ctx, sum(t for _, t in chunks), len(chunks))
+            if self.jitter > 0:
+                dur *= max(0.5, self.jrng.gauss(1.0, self.jitter))
+            now = time.time()
+            target = now + dur if target is None or target < now - 1.0 else target + dur
+            if target > now:
+                time.sleep(target - now)
+            t = time.time()
+            self._emit(decode, chunks, k, t)
+
+    def _emit(self, decode: list[Request], chunks: list[tuple[Request, int]], k: int, t: float) -> None:
+        m = self.metrics
+        step_tokens = 0
+        for r in decode:
+            if r.aborted:
+                continue
+            a = draw_accepted(self.acceptance, k, self.rng) if k else 0
+            if k:
+                m.spec_draft(k, a)
+            n = min(1 + a, r.target - r.produced)
+            m.observe("vllm:inter_token_latency_seconds", t - (r.last_token or t))
+            self._tokens(r, n, t)
+            step_tokens += n
+        for r, take in chunks:
+            r.prefill_done += take
+            step_tokens += take
+            if r.prefill_done >= r.prompt_tokens and not r.aborted:
+                m.inc("vllm:prompt_tokens", r.prompt_tokens)
+                self.total_prompt += r.prompt_tokens
+                m.observe("vllm:time_to_first_token_seconds", t - r.arrival)
+                r.first_token = t
+                self._tokens(r, 1, t)
+                step_tokens += 1
+        m.observe("vllm:iteration_tokens_total", step_tokens)
+        self.steps += 1
+        with self.cond:
+            for r in [r for r in self.running if r.produced >= r.target]:
+                self.running.remove(r)
+                self._finish(r, r.reason, t)
+            ctx = sum(r.prompt_tokens + r.produced for r in self.running)
+            m.set_gauge("vllm:kv_cache_usage_perc", min(1.0, ctx / self.kv_capacity))
+            m.set_gauge("vllm:num_requests_running", len(self.running))
+        self.faults.after_tokens(self.total_generated)
+
+    def _tokens(self, r: Request, n: int, t: float) -> None:
+        toks = [r.plan.token(r.produced + i) for i in range(n)]
+        r.produced += n
+        r.reasoning_tokens += sum(1 for ch, _ in toks if ch == "reasoning")
+        r.steps += 1
+        r.last_token = t
+        self.total_generated += n
+        self.metrics.inc("vllm:generation_tokens", n)
+        r.out.put(("tokens", t, toks))
+
+    def _finish(self, r: Request, reason: str, t: float) -> None:
+        m = self.metrics
+        r.finish_reason = reason
+        m.finished(reason)
+        if r.first_token is not None:
+            last = r.last_token or t
+            m.observe("vllm:e2e_request_latency_seconds", t - r.arrival)
+            m.observe("vllm:request_queue_time_seconds", (r.scheduled or r.arrival) - r.arrival)
+            m.observe("vllm:request_prefill_time_seconds", r.first_token - (r.scheduled or r.arrival))
+            m.observe("vllm:request_decode_time_seconds", last - r.first_token)
+            m.observe("vllm:request_inference_time_seconds", last - (r.scheduled or r.arrival))
+            m.observe("vllm:request_time_per_output_token_seconds",
+                      (last - r.first_token) / (r.produced - 1) if r.produced > 1 else 0.0)
+            m.observe("vllm:request_prompt_tokens", r.prompt_tokens)
+            m.observe("vllm:request_generation_tokens", r.produced)
+            m.observe("vllm:request_max_num_generation_tokens", r.max_tokens)
+            m.observe("vllm:request_params_max_tokens", r.max_tokens)
+        r.out.put(("finish", t, reason))

@@ -1,0 +1,183 @@
+"""Roofline pacing model: how long one engine step takes, from profile fields only.
+
+Notation (all from the hardware and model profiles; README.md has the full derivation):
+
+* ``BW``  = memory_bandwidth_gbps x 1e9 x bandwidth_efficiency x version_efficiency
+            x host efficiency (VLLM_SIM_EFFICIENCY) x MoE-backend factor          [bytes/s]
+* ``b``   = weight_bits / 8                                                         [bytes/param]
+* dense bytes per pass  ``D = (active - unquant - routed_active) x 1e9 x b + unquant x 1e9 x 2``
+* routed experts touched by ``t`` tokens in one pass (per MoE layer), for ``E`` experts with
+  ``a`` per token:  ``X(t) = E x (1 - (1 - a/E)^t)``; bytes ``X(t) x expert_params x b x moe_layers``.
+  Tokens of one sequence inside a speculative verify pass share routing: a sequence verifying
+  ``k+1`` tokens counts as ``1 + k x rho`` independent tokens (rho = verify_token_expert_independence).
+* recurrent state (GDN / Mamba-2) read + written per sequence per pass: ``2 x S`` bytes.
+* KV cache read per sequence: ``context x L_attn x kv_heads x head_dim x 2 x kv_bytes``.
+
+Decode step for ``N`` running sequences, each verifying ``k`` draft tokens (``k = 0`` bare):
+
+``T = (D + experts(N x (1 + k rho)) + N x 2S + KV) / BW + layers x launch``
+``  + [k > 0] x (spec_overhead + k x (draft_bytes / BW + draft_layers x launch))``
+``  + [W4A4] x act_quant x (layers x (k+1)^p_seq + k x draft_layers) x N^p_batch``
+``  + prefill_tokens x 2 x active x 1e9 / prefill_flops``
+
+with ``draft_bytes = (mtp_layer_params + lm_head_params) x 1e9 x b``. A single bare stream
+decodes ``1 / T(N=1, k=0)`` tokens per second; with MTP each step yields ``1 + accepted`` tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+KV_DTYPE_BYTES = {"auto": 2, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+                  "fp8_inc": 1, "nvfp4": 0.5625}
+
+
+def version_key(version: str) -> str:
+    """``0.25.0`` -> ``0.25``."""
+    return ".".join(version.split(".")[:2])
+
+
+def lookup_version_efficiency(table: dict, version: str) -> float:
+    """Efficiency multiplier for the emulated version: exact minor, else the nearest lower one."""
+    key = version_key(version)
+    if key in table:
+        return float(table[key])
+    def as_t(k: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in k.split("."))
+    lower = [k for k in table if as_t(k) <= as_t(key)]
+    if lower:
+        return float(table[max(lower, key=as_t)])
+    return 1.0
+
+
+def recurrent_state_bytes(la: dict | None) -> float:
+    """Bytes of recurrent state per sequence over all linear-attention layers (one copy).
+
+    GDN: ``v_heads x dk x dv x ssm_bytes + (2 k_heads dk + v_heads dv) x (conv_kernel-1) x 2``.
+    Mamba-2: ``heads x head_dim x state x ssm_bytes + (heads head_dim + 2 groups state) x (kernel-1) x 2``.
+    """
+    if not la:
+        return 0.0
+    kern = la.get("conv_kernel", 4) - 1
+    ssm = la.get("ssm_state_bytes", 4)
+    if la.get("type") == "gdn":
+        per = (la["num_v_heads"] * la["head_k_dim"] * la["head_v_dim"] * ssm
+               + (2 * la["num_k_heads"] * la["head_k_dim"] + la["num_v_heads"] * la["head_v_dim"]) * kern * 2)
+    else:
+        per = (la["num_heads"] * la["head_dim"] * la["state_size"] * ssm
+               + (la["num_heads"] * la["head_dim"] + 2 * la.get("n_groups", 1) * la["state_size"]) * kern * 2)
+    return float(per * la["layers"])
+
+
+@dataclass
+class PacingModel:
+    """Step-time model for one (hardware, model, flags, knobs) combination.
+
+    All times returned are seconds; ``time_scale`` multiplies every step (the rate override).
+    """
+
+    hw: dict
+    model: dict
+    version: str = "0.25.0"
+    kv_cache_dtype: str = "auto"
+    moe_backend: str = "auto"
+    host_efficiency: float = 1.0
+    bandwidth_gbps: float | None = None
+    spec_k: int = 0
+    time_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        eng = self.hw["engine"]
+        self.eng = eng
+        bw = self.bandwidth_gbps or float(self.hw["memory_bandwidth_gbps"])
+        eff = float(eng["bandwidth_efficiency"]) * lookup_version_efficiency(eng.get("version_efficiency", {}), self.version)
+        eff *= self.host_efficiency
+        if self.model.get("moe"):
+            eff *= float(eng.get("moe_backend_factor", {}).get(self.moe_backend, 1.0))
+        self.bw_bytes_s = bw * 1e9 * eff
+        m = self.model
+        self.b = float(m["weight_bits"]) / 8.0
+        moe = m.get("moe") or None
+        routed_active = 0.0
+        if moe:
+            routed_active = moe["experts_per_token"] * moe["expert_params_m"] * 1e6 * moe["moe_layers"] / 1e9
+        unq = float(m.get("unquantized_active_params_b", 0.0))
+        if m.get("checkpoint_format") is None:
+            unq = float(m["active_params_b"])
+        quant_dense = max(float(m["active_params_b"]) - unq - routed_active, 0.0)
+        self.dense_bytes = quant_dense * 1e9 * self.b + unq * 1e9 * 2.0
+        if moe and m.get("checkpoint_format") is None:
+            self.dense_bytes = (float(m["active_params_b"]) - routed_active) * 1e9 * 2.0
+        self.expert_bytes_slot = (moe["expert_params_m"] * 1e6 * moe["moe_layers"] * (self.b if m.get("checkpoint_format") else 2.0)) if moe else 0.0
+        self.state_bytes = 2.0 * recurrent_state_bytes(m.get("linear_attention"))
+        att = m.get("attention") or {}
+        kvb = KV_DTYPE_BYTES.get(self.kv_cache_dtype, 2)
+        self.kv_bytes_per_token = float(att.get("full_attention_layers", 0) * att.get("num_kv_heads", 0)
+                                        * att.get("head_dim", 0) * 2 * kvb)
+        self.launch_s = float(eng["layer_launch_us"]) * 1e-6
+        mtp = m.get("mtp") or {}
+        self.draft_bytes = (float(mtp.get("layer_params_b", 0.0)) + float(m.get("lm_head_params_b", 0.0))) * 1e9 * self.b
+        self.w4a4 = m.get("activation_quantization") == "dynamic_per_token"
+        self.prefill_flops = float(eng.get("prefill_tflops", 20.0)) * 1e12 * self.host_efficiency
+
+    # --- pieces -------------------------------------------------------------------------
+    def experts_touched(self, tokens: float) -> float:
+        """Expected distinct routed experts per MoE layer for ``tokens`` independent tokens."""
+        moe = self.model.get("moe")
+        if not moe or tokens <= 0:
+            return 0.0
+        e, a = float(moe["experts"]), float(moe["experts_per_token"])
+        return e * (1.0 - (1.0 - a / e) ** tokens)
+
+    def raw_step(self, n_decode: int, k: int = 0, context_tokens: float = 0.0,
+                 prefill_tokens: int = 0, n_prefill: int = 0) -> float:
+        """Unscaled step time in seconds (see module docstring for the formula).
+
+        ``n_decode`` sequences decode (each verifying ``k`` drafts), ``context_tokens`` is the
+        summed context of all sequences in the step, ``prefill_tokens`` prompt tokens are
+        prefilled in the same step by ``n_prefill`` sequences.
+        """
+        eng = self.eng
+        n_all = n_decode + n_prefill
+        if n_all == 0:
+            return 0.0
+        rho = float(eng.get("verify_token_expert_independence", 0.3))
+        eff_tokens = n_decode * (1.0 + k * rho) + prefill_tokens
+        nbytes = (self.dense_bytes + self.expert_bytes_slot * self.experts_touched(eff_tokens)
+                  + n_all * self.state_bytes + context_tokens * self.kv_bytes_per_token)
+        t = nbytes / self.bw_bytes_s + self.model["layers"] * self.launch_s
+        dl = float(eng.get("draft_pass_layers_overhead", 2))
+        if k > 0 and n_decode > 0:
+            t += float(eng["spec_step_overhead_ms"]) * 1e-3
+            t += k * (self.draft_bytes / self.bw_bytes_s + dl * self.launch_s)
+        if self.w4a4:
+            per = float(eng["act_quant_us_per_layer"]) * 1e-6
+            seq = (k + 1) ** float(eng["act_quant_seq_exponent"]) if n_decode else 1.0
+            units = self.model["layers"] * seq + (k * dl if n_decode else 0)
+            t += per * units * max(n_all, 1) ** float(eng["act_quant_batch_exponent"])
+        if prefill_tokens:
+            t += prefill_tokens * 2.0 * float(self.model["active_params_b"]) * 1e9 / self.prefill_flops
+        return t
+
+    def step(self, *args, **kw) -> float:
+        """Scaled step time: ``raw_step(...) x time_scale`` (seconds)."""
+        return self.raw_step(*args, **kw) * self.time_scale
+
+    def bare_rate(self, context_tokens: float = 0.0) -> float:
+        """Predicted single-stream decode tok/s with no speculation (unscaled)."""
+        return 1.0 / self.raw_step(1, 0, context_tokens)
+
+    def expected_rate(self, n: int = 1, k: int | None = None, acceptance: list[float] | None = None,
+                      context_tokens: float = 0.0) -> float:
+        """Predicted per-stream decode tok/s at ``n`` parallel streams (scaled).
+
+        Tokens per step = ``1 + sum(acceptance[:k])`` (unconditional per-position rates).
+        """
+        k = self.spec_k if k is None else k
+        acc = acceptance if acceptance is not None else (self.model.get("mtp") or {}).get("acceptance", [])
+        tokens = 1.0 + (sum(acc[:k]) if k else 0.0)
+        return tokens / self.step(n, k, context_tokens * n)
+
+    def set_rate_override(self, rate: float) -> None:
+        """Scale every step so that a bare single stream decodes ``rate`` tok/s."""
+        self.time_scale = (1.0 / rate) / self.raw_step(1, 0, 0.0)

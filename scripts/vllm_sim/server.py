@@ -1,0 +1,347 @@
+"""HTTP layer: vLLM's OpenAI-compatible routes, SSE streaming, /metrics and /sim/* ground truth."""
+from __future__ import annotations
+
+import json
+import queue
+import secrets
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import answers
+from .engine import Request
+from .vlog import log
+
+METRICS_CTYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class ApiError(Exception):
+    """An error answered with vLLM's error body."""
+
+    TYPES = {400: "BadRequestError", 404: "NotFoundError", 422: "UnprocessableEntityError",
+             500: "InternalServerError", 501: "NotImplementedError", 503: "ServiceUnavailableError"}
+
+    def __init__(self, code: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.param = code, message, param
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.TYPES.get(self.code, "BadRequestError"),
+                          "param": self.param, "code": self.code}}
+
+
+class SimHTTPServer(ThreadingHTTPServer):
+    """Bound early, listening only once the simulated load is done (connections refused before)."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+    def __init__(self, addr, app) -> None:
+        self.app = app
+        family = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
+        self.address_family = family
+        super().__init__(addr, Handler, bind_and_activate=False)
+        self.server_bind()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+
+    def log_message(self, fmt, *args) -> None:  # access log in uvicorn's style, on stdout
+        pass
+
+    # --- helpers ----------------------------------------------------------------------------
+    @property
+    def app(self):
+        return self.server.app
+
+    def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.app.access(self, code)
+
+    def _json(self, code: int, obj) -> None:
+        self._send(code, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
+
+    def _auth_ok(self) -> bool:
+        key = self.app.api_key
+        if not key or not self.path.startswith(("/v1", "/v2", "/inference", "/cohere")):
+            return True
+        if self.headers.get("Authorization", "") == f"Bearer {key}":
+            return True
+        self._json(401, {"error": "Unauthorized"})
+        return False
+
+    # --- routes -----------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if not self._auth_ok():
+            return
+        app = self.app
+        if path == "/health":
+            if app.knobs.slow_health_seconds:
+                time.sleep(app.knobs.slow_health_seconds)
+            return self._send(200, b"")
+        if path == "/ping":
+            return self._json(200, {})
+        if path == "/version":
+            return self._json(200, {"version": app.knobs.version, "simulated": True})
+        if path == "/load":
+            return self._json(200, {"server_load": len(app.engine.running) + len(app.engine.waiting)})
+        if path == "/v1/models":
+            return self._json(200, app.models_body())
+        if path == "/metrics" or path.startswith("/metrics/"):
+            return self._send(200, app.metrics.render().encode(), METRICS_CTYPE)
+        if path == "/sim/requests":
+            return self._json(200, {"now": time.time(), "requests": app.engine.snapshot()})
+        if path == "/sim/info":
+            return self._json(200, app.info())
+        self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not self._auth_ok():
+            return
+        if path == "/ping":
+            return self._json(200, {})
+        if path != "/v1/chat/completions":
+            return self._json(404, {"detail": "Not Found"})
+        try:
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError as e:
+                raise ApiError(400, f"JSON decode error: {e}") from None
+            if not isinstance(body, dict):
+                raise ApiError(400, "Request body must be a JSON object.")
+            self.chat(body)
+        except ApiError as e:
+            self._json(e.code, e.body())
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    # --- chat -------------------------------------------------------------------------------
+    def chat(self, body: dict) -> None:
+        app = self.app
+        model = body.get("model")
+        if model not in app.served_names:
+            raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {', '.join(app.served_names)}.", "model")
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise ApiError(400, "messages: Field required; send a non-empty list of chat messages.", "messages")
+        stream = bool(body.get("stream", False))
+        sopts = body.get("stream_options")
+        if sopts is not None and not stream:
+            raise ApiError(400, "Stream options can only be defined when `stream=True`.", "stream_options")
+        sopts = sopts or {}
+        include_usage = bool(sopts.get("include_usage"))
+        continuous = include_usage and bool(sopts.get("continuous_usage_stats"))
+        text, images, prompt_tokens = app.read_messages(msgs)
+        mml = app.max_model_len
+        if prompt_tokens > mml:
+            raise ApiError(400, f"This model's maximum context length is {mml} tokens. However, your prompt contains "
+                                f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. "
+                                "Please reduce the length of the input prompt.")
+        mt = body.get("max_completion_tokens")
+        if mt is None:
+            mt = body.get("max_tokens")
+        if mt is not None:
+            if not isinstance(mt, int) or isinstance(mt, bool):
+                raise ApiError(400, f"max_tokens must be an integer, got {mt!r}.", "max_tokens")
+            if mt < 1:
+                raise ApiError(400, f"max_tokens must be at least 1, got {mt}.", "max_tokens")
+            if mt > mml:
+                raise ApiError(400, f"max_completion_tokens={mt} cannot be greater than max_model_len={mml}. "
+                                    "Please request fewer output tokens.", "max_completion_tokens")
+            mt = min(mt, mml - prompt_tokens)
+        else:
+            mt = mml - prompt_tokens
+        min_tokens = int(body.get("min_tokens") or 0)
+        if min_tokens > mt:
+            raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={mt}, got {min_tokens}.", "min_tokens")
+        temp = body.get("temperature")
+        if temp is not None and (not isinstance(temp, (int, float)) or not 0 <= temp <= 2):
+            raise ApiError(400, f"temperature must be in [0, 2], got {temp}.", "temperature")
+        if app.faults.http500():
+            raise ApiError(500, "Internal server error (simulated fault: VLLM_SIM_FAULT_HTTP500_FRACTION).")
+        ctk = body.get("chat_template_kwargs") or {}
+        thinking = app.model_thinks and ctk.get("enable_thinking", body.get("reasoning_effort") != "none") is not False
+        rid = "chatcmpl-" + (self.headers.get("X-Request-Id") or secrets.token_hex(8))
+        plan = app.answers.plan(text, images, thinking, seed=app.next_seed())
+        req = Request(rid=rid, prompt_tokens=prompt_tokens, max_tokens=mt, plan=plan,
+                      min_tokens=min_tokens, ignore_eos=bool(body.get("ignore_eos")))
+        app.engine.submit(req)
+        if stream:
+            self._stream(req, model, include_usage, continuous)
+        else:
+            self._complete(req, model)
+
+    def _delta(self, toks: list[tuple[str, str]], state: dict) -> dict:
+        parser = self.app.reasoning_parser
+        reasoning = "".join(t for ch, t in toks if ch == "reasoning")
+        content = "".join(t for ch, t in toks if ch == "content")
+        d: dict = {}
+        if parser:
+            if reasoning:
+                d["reasoning"] = reasoning
+            if content:
+                d["content"] = content
+        else:
+            if content and state.get("had_reasoning") and not state.get("closed"):
+                content = "</think>\n\n" + content
+                state["closed"] = True
+            if reasoning:
+                state["had_reasoning"] = True
+            d["content"] = reasoning + content
+        return d
+
+    def _usage(self, req: Request) -> dict:
+        u = {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.produced,
+             "completion_tokens": req.produced}
+        if self.app.reasoning_parser:
+            u["completion_tokens_details"] = {"reasoning_tokens": req.reasoning_tokens}
+        return u
+
+    def _stream(self, req: Request, model: str, include_usage: bool, continuous: bool) -> None:
+        created = int(time.time())
+        base = {"id": req.rid, "object": "chat.completion.chunk", "created": created, "model": model}
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self.app.access(self, 200)
+        state: dict = {}
+
+        def frame(obj) -> None:
+            data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj, ensure_ascii=False).encode()) + b"\n\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        streamed = 0
+        try:
+            first = True
+            while True:
+                try:
+                    ev = req.out.get(timeout=1.0)
+                except queue.Empty:
+                    continue
+                if ev[0] == "tokens":
+                    if first:
+                        role = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                                     "logprobs": None, "finish_reason": None}], "prompt_token_ids": None}
+                        if continuous:
+                            role["usage"] = {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens,
+                                             "completion_tokens": 0}
+                        frame(role)
+                        first = False
+                    streamed += len(ev[2])
+                    choice = {"index": 0, "delta": self._delta(ev[2], state), "logprobs": None,
+                              "finish_reason": None, "token_ids": None}
+                    # The last token chunk carries the finish reason, as in vLLM.
+                    nxt = None
+                    if streamed >= req.target:
+                        try:
+                            nxt = req.out.get(timeout=5.0)
+                        except queue.Empty:
+                            nxt = None
+                    if nxt is not None and nxt[0] == "finish":
+                        choice["finish_reason"] = nxt[2]
+                        choice["stop_reason"] = None
+                    chunk = {**base, "choices": [choice]}
+                    if continuous:
+                        chunk["usage"] = {"prompt_tokens": req.prompt_tokens,
+                                          "total_tokens": req.prompt_tokens + streamed,
+                                          "completion_tokens": streamed}
+                    frame(chunk)
+                    if nxt is not None and nxt[0] == "finish":
+                        break
+                elif ev[0] == "finish":
+                    if first:  # aborted before any token
+                        break
+                    frame({**base, "choices": [{"index": 0, "delta": {}, "logprobs": None,
+                                                "finish_reason": ev[2], "stop_reason": None}]})
+                    break
+            if include_usage:
+                frame({**base, "choices": [], "usage": self._usage(req)})
+            frame(b"[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.app.engine.abort(req)
+            self.close_connection = True
+
+    def _complete(self, req: Request, model: str) -> None:
+        reasoning, content, reason = [], [], "stop"
+        while True:
+            ev = req.out.get()
+            if ev[0] == "tokens":
+                for ch, t in ev[2]:
+                    (reasoning if ch == "reasoning" and self.app.reasoning_parser else content).append(t)
+            else:
+                reason = ev[2]
+                break
+        msg = {"role": "assistant", "content": "".join(content) or None,
+               "reasoning": "".join(reasoning) or None if self.app.reasoning_parser else None,
+               "tool_calls": []}
+        body = {"id": req.rid, "object": "chat.completion", "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": reason,
+                             "stop_reason": None}],
+                "usage": self._usage(req), "prompt_logprobs": None, "kv_transfer_params": None}
+        self._json(200, body)
+
+
+def read_messages(msgs: list, vision: bool) -> tuple[str, list[bytes], int]:
+    """Text of the last user message, its decoded images, and the prompt token count.
+
+    Prompt tokens = sum over messages of (tokens of text + template overhead) + vision tokens.
+    Raises ApiError with vLLM's texts for bad image parts.
+    """
+    from . import pngdecode
+    total = answers.TEMPLATE_TOKENS_FIXED
+    last_text, last_images = "", []
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict) or "role" not in m:
+            raise ApiError(400, f"messages[{i}]: each message needs a 'role' and 'content'.", "messages")
+        content = m.get("content")
+        texts, images = [], []
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            for part in content:
+                ptype = part.get("type") if isinstance(part, dict) else None
+                if ptype == "text":
+                    texts.append(str(part.get("text", "")))
+                elif ptype == "image_url":
+                    if not vision:
+                        raise ApiError(400, "This model does not support image input (it is not a multimodal model).")
+                    url = (part.get("image_url") or {}).get("url") if isinstance(part.get("image_url"), dict) else part.get("image_url")
+                    if not isinstance(url, str):
+                        raise ApiError(400, "image_url: Field required (expected {\"url\": \"data:image/png;base64,...\"}).")
+                    try:
+                        data = answers.decode_image_url(url)
+                    except answers.ImageURLError as e:
+                        raise ApiError(400, str(e)) from None
+                    images.append(data)
+                    try:
+                        w, h, _ = pngdecode.decode_png(data)
+                    except pngdecode.PNGError:
+                        w = h = 224
+                    total += answers.image_tokens(w, h)
+                else:
+                    raise ApiError(400, f"Unknown part type: {ptype}")
+        elif content is not None:
+            raise ApiError(400, f"messages[{i}].content must be a string or a list of parts.", "messages")
+        text = "".join(texts)
+        total += answers.count_tokens(text) + answers.TEMPLATE_TOKENS_PER_MESSAGE
+        if m.get("role") == "user":
+            last_text, last_images = text, images
+    return last_text, last_images, total

@@ -1,0 +1,132 @@
+"""Shared pytest fixtures: ``REPO_ROOT`` and ``sim_factory`` (the simulator as a real process).
+
+Usage::
+
+    def test_x(sim_factory):
+        sim = sim_factory(model="nvidia/Qwen3.6-35B-A3B-NVFP4",
+                          args=["--reasoning-parser", "qwen3"],
+                          env={"VLLM_SIM_RATE": "400"})
+        requests.get(sim.base_url + "/health")
+
+Every simulator started through the factory is stopped at teardown (SIGTERM, then SIGKILL).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SIM_DIR = REPO_ROOT / "scripts" / "vllm_sim"
+DEFAULT_MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+# Fast defaults for tests: short simulated load, no jitter unless a test asks for it.
+TEST_ENV_DEFAULTS = {"VLLM_SIM_LOAD_SECONDS": "0.3", "VLLM_SIM_JITTER": "0"}
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (bind to port 0 and read it back)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def docker_available() -> tuple[bool, str]:
+    """(True, "") when a Docker engine answers; else (False, why)."""
+    try:
+        out = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"docker CLI not usable: {e}"
+    if out.returncode != 0:
+        return False, "no Docker engine answers (run scripts/setup_docker_engine.sh): " + out.stderr.strip()[:200]
+    return True, ""
+
+
+@dataclass
+class Sim:
+    """A running simulator process."""
+
+    base_url: str
+    port: int
+    proc: subprocess.Popen
+    log_path: Path
+    model: str
+
+    def log(self) -> str:
+        """stdout + stderr so far."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """Terminate the process (SIGTERM, then SIGKILL); returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=timeout)
+        return self.proc.returncode
+
+
+def start_sim(tmp_dir: Path, model: str = DEFAULT_MODEL, args: list[str] | None = None,
+              env: dict[str, str] | None = None, wait: bool = True, timeout: float = 30.0,
+              port: int | None = None) -> Sim:
+    """Start ``python3 scripts/vllm_sim serve MODEL --host 127.0.0.1 --port P [args]``.
+
+    With ``wait`` (default), blocks until ``/health`` answers 200, raising RuntimeError with the
+    log if the process exits or ``timeout`` seconds pass.
+    """
+    port = port or free_port()
+    log_path = Path(tmp_dir) / f"vllm_sim_{port}.log"
+    full_env = {**os.environ, **TEST_ENV_DEFAULTS, **(env or {})}
+    full_env["PYTHONUNBUFFERED"] = "1"
+    cmd = [sys.executable, str(SIM_DIR), "serve", model, "--host", "127.0.0.1", "--port", str(port), *(args or [])]
+    logf = open(log_path, "wb")
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=full_env, cwd=str(REPO_ROOT))
+    logf.close()
+    sim = Sim(base_url=f"http://127.0.0.1:{port}", port=port, proc=proc, log_path=log_path, model=model)
+    if wait:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"simulator exited with status {proc.returncode} before /health answered:\n{sim.log()}")
+            try:
+                with urllib.request.urlopen(sim.base_url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                sim.stop()
+                raise RuntimeError(f"simulator did not answer /health within {timeout} s:\n{sim.log()}")
+            time.sleep(0.05)
+    return sim
+
+
+@pytest.fixture
+def sim_factory(tmp_path):
+    """Factory fixture: ``sim_factory(model=..., args=[...], env={...}, wait=True, timeout=30)``.
+
+    Returns a :class:`Sim` (``.base_url``, ``.port``, ``.proc``, ``.log_path``, ``.stop()``);
+    all simulators it started are stopped at teardown.
+    """
+    started: list[Sim] = []
+
+    def factory(model: str = DEFAULT_MODEL, args: list[str] | None = None, env: dict[str, str] | None = None,
+                wait: bool = True, timeout: float = 30.0, port: int | None = None) -> Sim:
+        sim = start_sim(tmp_path, model=model, args=args, env=env, wait=wait, timeout=timeout, port=port)
+        started.append(sim)
+        return sim
+
+    yield factory
+    for sim in started:
+        sim.stop()
