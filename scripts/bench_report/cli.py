@@ -12,7 +12,6 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import charts as charts_mod
 from . import fleet, headtohead, manifest, runcompare, tables
 from .html_page import render_html
 from .load import RunNotFound, apply_profiles, load_run
@@ -52,6 +51,8 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     except ValueError as exc:
         raise ReportError(str(exc)) from None
     man_summary, man_tables = manifest.build(results)
+    from . import charts as charts_mod  # matplotlib: imported only when there is a report to draw
+
     out_dir = run.path
     charts = charts_mod.all_charts(results, out_dir / "charts", fleet_data, h2h_data["builds"])
 
