@@ -5,6 +5,7 @@ import argparse
 import itertools
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -299,6 +300,12 @@ def serve(argv: list[str]) -> int:
     if knobs.rate:
         pacing.set_rate_override(knobs.rate)
     app = App(args, knobs, hw, model, spec_k, pacing, mml, max_seqs, max_batched)
+
+    def _on_term(signum, frame):  # PID 1 in a container ignores SIGTERM without a handler
+        log("Shutting down FastAPI HTTP server.", where="launcher.py:101")
+        sys.stdout.flush()
+        os._exit(0)
+    signal.signal(signal.SIGTERM, _on_term)
     host = args.host if args.host is not None else "0.0.0.0"
     try:
         httpd = SimHTTPServer((host, args.port), app)
