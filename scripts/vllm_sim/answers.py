@@ -76,14 +76,14 @@ CORRECT = {
              "    if n % 2 == 0:\n        return n == 2\n    i = 3\n    while i * i <= n:\n"
              "        if n % i == 0:\n            return False\n        i += 2\n    return True\n```\n\n"
              "2未満の数は素数ではなく、奇数の約数を平方根まで調べます。"),
-    "arithmetic": "りんご3個で360円、みかん5個で400円なので、合計は760円です。",
+    "arithmetic": "りんご120円×3個=360円、みかん80円×5個=400円なので、合計は760円",
 }
 WRONG = {
     "capital_50": "日本の首都は京都で、千年以上にわたり天皇が住んだ歴史ある都市として知られています。",
     "free_text": "Mount Fuji is a tall mountain in Japan that many people like to climb in summer.",
     "code": ("```python\ndef is_prime(n):\n    for i in range(2, n):\n        if n % i == 0:\n"
              "            return False\n    return True\n```"),
-    "arithmetic": "りんご3個で360円、みかん5個で400円なので、合計は700円です。",
+    "arithmetic": "りんご120円×3個=360円、みかん80円×5個=400円なので、合計は700円",
 }
 
 

@@ -299,6 +299,7 @@ def serve(argv: list[str]) -> int:
                          bandwidth_gbps=knobs.bandwidth_gbps, spec_k=spec_k)
     if knobs.rate:
         pacing.set_rate_override(knobs.rate)
+    pacing.time_scale /= knobs.speedup
     app = App(args, knobs, hw, model, spec_k, pacing, mml, max_seqs, max_batched)
 
     def _on_term(signum, frame):  # PID 1 in a container ignores SIGTERM without a handler

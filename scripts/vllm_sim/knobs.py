@@ -51,6 +51,7 @@ class Knobs:
     flavor: str = "official"
     load_seconds: float = 3.0
     rate: float | None = None
+    speedup: float = 1.0
     jitter: float = 0.01
     seed: int = 0
     efficiency: float = 1.0
@@ -91,6 +92,7 @@ class Knobs:
             flavor=flavor,
             load_seconds=_float(env, "VLLM_SIM_LOAD_SECONDS", 3.0, 0.0),
             rate=rate,
+            speedup=_float(env, "VLLM_SIM_SPEEDUP", 1.0, 0.001),
             jitter=_float(env, "VLLM_SIM_JITTER", 0.01, 0.0),
             seed=_int(env, "VLLM_SIM_SEED", 0) or 0,
             efficiency=_float(env, "VLLM_SIM_EFFICIENCY", 1.0, 0.01),
