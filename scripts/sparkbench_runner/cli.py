@@ -1,0 +1,110 @@
+"""``scripts/sparkbench``: bench with live progress, or render a stored run's report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from .api import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PLAYBOOK_ERROR, EXIT_USAGE,
+                  EXIT_VARIANT_FAILED, BenchResult, UsageError, parse_extravars, run_bench, run_report)
+from .progress import DONE, FAILED, Progress
+from .view import View
+
+EPILOG = f"""exit codes:
+  {EXIT_OK}    every planned variant on every host done
+  {EXIT_VARIANT_FAILED}    at least one variant failed (each has a result file with stage, reason, remedy)
+  {EXIT_HOST_FAILED}    a host was unreachable or failed outside a variant
+  {EXIT_PLAYBOOK_ERROR}    ansible-playbook failed before/around the variants (syntax, inventory, no hosts)
+  {EXIT_USAGE}    bad command line
+  {EXIT_INTERRUPTED}  interrupted
+secrets: never pass tokens with -e; export HF_TOKEN (or use ansible-vault)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        self.exit(EXIT_USAGE, f"sparkbench: {message} (see --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="sparkbench", description="Reproducible vLLM benchmarks on DGX Spark units.",
+                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("bench", help="run bench.yml with live progress, then write the report",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("-i", "--inventory", help="inventory file or folder (default: ansible.cfg's)")
+    b.add_argument("-l", "--limit", help="hosts or groups, as ansible-playbook -l")
+    b.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE",
+                   help="extra variable (repeatable); value parsed as JSON when it is JSON")
+    b.add_argument("--run-id", help="results/<run-id> (default: UTC time YYYYmmddTHHMMSSZ); reuse to resume")
+    b.add_argument("--playbook", default="bench.yml", help="playbook (default: bench.yml)")
+    b.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
+    b.add_argument("--baseline", help="compare the report with this stored run (id or directory)")
+    b.add_argument("--no-report", action="store_true", help="do not render the report at the end")
+    b.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+    b.add_argument("-v", "--verbose", action="count", default=0, help="ansible verbosity (artifacts only)")
+    r = sub.add_parser("report", help="render a stored run's report (report.md/html, results.csv/json, charts)")
+    r.add_argument("run", help="run id or results/<run-id>")
+    r.add_argument("--baseline", help="run id or directory to compare with (run to run + version bridge)")
+    r.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
+    r.add_argument("--fleet-threshold", type=float, default=5.0, help="flag hosts this %% below the fleet median")
+    r.add_argument("--bridge-threshold", type=float, default=2.5, help="version bridge tolerance in %%")
+    return p
+
+
+def summary(result: BenchResult, out: TextIO) -> None:
+    """The final summary: per host counts, failures with reasons, the report path and the rc."""
+    out.write(f"\nrun {result.run_id}: ansible-playbook {result.status} (rc {result.ansible_rc})\n")
+    for host, states in result.states.items():
+        done = sum(1 for s in states.values() if s == DONE)
+        failed = [v for v, s in states.items() if s == FAILED]
+        line = f"  {host}: {done}/{len(states)} done"
+        if failed:
+            line += f", failed: {', '.join(failed)}"
+        if host in result.failed_hosts:
+            line += f" — host {result.failed_hosts[host]}"
+        out.write(line + "\n")
+        for v in failed:
+            note = result.notes.get(host, {}).get(v)
+            if note:
+                out.write(f"      {v}: {note}\n")
+    for line in result.summary:
+        out.write(f"  {line}\n")
+    if result.report_html:
+        out.write(f"report: {result.report_html}\n")
+    elif result.report_error:
+        out.write(f"report: not written ({result.report_error})\n")
+    out.write(f"results: {result.run_dir}\nartifacts: {result.artifacts_dir}\nexit code {result.rc}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "report":
+            out = run_report(args.run, baseline=args.baseline, results_dir=args.results_dir,
+                             fleet_threshold=args.fleet_threshold, bridge_threshold=args.bridge_threshold)
+            for e in out["load_errors"]:
+                print(f"sparkbench: skipped {e}", file=sys.stderr)
+            for line in out["summary"]:
+                print(f"- {line}")
+            print(f"report: {out['paths']['report.html']}")
+            return EXIT_OK
+        extravars = parse_extravars(args.extra_vars)
+        progress = Progress()
+        view = View(progress, tty=False if args.plain else None)
+        progress.on_change = view.change
+        try:
+            result = run_bench(inventory=args.inventory, limit=args.limit, extravars=extravars, run_id=args.run_id,
+                               playbook=args.playbook, results_dir=args.results_dir, progress=progress,
+                               report=not args.no_report, baseline=args.baseline, verbosity=args.verbose)
+        finally:
+            view.stop()
+        summary(result, sys.stdout)
+        return result.rc
+    except UsageError as exc:
+        print(f"sparkbench: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("sparkbench: interrupted; re-run with the same --run-id to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED

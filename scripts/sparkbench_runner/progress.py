@@ -1,0 +1,150 @@
+"""Live progress of a bench run, computed from ansible-runner events (pure, no I/O).
+
+The bench playbook's contract (DESIGN / bench.yml): a task ``Bench | plan`` whose debug ``msg`` is
+the host's list of variant names, and per variant the tasks ``Bench variant | launch <name>``,
+``Bench variant | measure <name>``, ``Bench variant | record result <name>`` and
+``Bench variant | record failure <name>`` (the variant name at the end).
+
+States of a host × variant: waiting → launching → measuring → done | failed. A host that is
+unreachable or fails outside a variant's rescue marks its unfinished variants failed."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+WAITING, LAUNCHING, MEASURING, DONE, FAILED = "waiting", "launching", "measuring", "done", "failed"
+STATES = (WAITING, LAUNCHING, MEASURING, DONE, FAILED)
+FINAL = (DONE, FAILED)
+_RANK = {WAITING: 0, LAUNCHING: 1, MEASURING: 2, DONE: 3, FAILED: 3}
+
+PLAN_TASK = "Bench | plan"
+_TASK_RE = re.compile(r"^Bench variant \| (launch|measure|record result|record failure) (?P<name>[a-z0-9._-]+)$")
+
+
+@dataclass
+class HostState:
+    """One host: its planned variants in order, each variant's state, and why the host failed."""
+
+    variants: dict[str, str] = field(default_factory=dict)
+    failed: str | None = None  # "unreachable: …" / "failed: …" when the host itself failed
+    notes: dict[str, str] = field(default_factory=dict)  # variant → last failure message
+
+
+Change = tuple[str, str, str]  # (host, variant, new state); variant "" = host-level change
+
+
+class Progress:
+    """Folds ansible-runner events into host × variant states. Thread-safe: ansible-runner calls
+    the event handler from its own thread. ``on_change(change)`` is called after each change."""
+
+    def __init__(self, on_change: Callable[[Change], None] | None = None) -> None:
+        self.hosts: dict[str, HostState] = {}
+        self.on_change = on_change
+        self.finished = False
+        self._last_failure: dict[str, str] = {}  # host → "task: message" of its last unrescued-looking failure
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ queries
+    def snapshot(self) -> dict[str, dict[str, str]]:
+        """``{host: {variant: state}}`` (a copy)."""
+        with self._lock:
+            return {h: dict(s.variants) for h, s in self.hosts.items()}
+
+    def variant_names(self) -> list[str]:
+        """Every variant name seen, in first-planned order."""
+        seen: list[str] = []
+        for s in self.hosts.values():
+            for v in s.variants:
+                if v not in seen:
+                    seen.append(v)
+        return seen
+
+    def counts(self) -> dict[str, int]:
+        """How many host × variants are in each state."""
+        out = {s: 0 for s in STATES}
+        for s in self.hosts.values():
+            for st in s.variants.values():
+                out[st] += 1
+        return out
+
+    def failed_hosts(self) -> dict[str, str]:
+        """Hosts that failed as a whole, with the reason."""
+        return {h: s.failed for h, s in self.hosts.items() if s.failed}
+
+    # ------------------------------------------------------------------ updates
+    def _set(self, host: str, variant: str, state: str, note: str | None = None) -> None:
+        hs = self.hosts.setdefault(host, HostState())
+        current = hs.variants.get(variant)
+        if current in FINAL:
+            return
+        if current is not None and _RANK[state] < _RANK[current]:
+            return
+        if note:
+            hs.notes[variant] = note
+        if current != state:
+            hs.variants[variant] = state
+            if self.on_change:
+                self.on_change((host, variant, state))
+
+    def _fail_host(self, host: str, reason: str) -> None:
+        hs = self.hosts.setdefault(host, HostState())
+        if hs.failed is None:
+            hs.failed = reason
+            if self.on_change:
+                self.on_change((host, "", f"host {reason}"))
+        for v, st in list(hs.variants.items()):
+            if st not in FINAL:
+                self._set(host, v, FAILED, reason)
+
+    def _note_failure(self, host: str, task: str, data: dict, variant: str | None = None) -> None:
+        """Remember a failed task's first message line (for the host's or the variant's reason)."""
+        res = data.get("res") or {}
+        lines = str(res.get("msg") or res.get("stderr") or "failed").strip().splitlines() or ["failed"]
+        self._last_failure[host] = f"{task}: {lines[0][:200]}"
+        if variant:
+            self.hosts.setdefault(host, HostState()).notes[variant] = f"{task}: {lines[0][:200]}"
+
+    def handle(self, event: dict) -> bool:
+        """Fold one ansible-runner event in. Returns True (ansible-runner keeps the event)."""
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        task = (data.get("task") or "").strip()
+        with self._lock:
+            if kind == "runner_on_ok" and task == PLAN_TASK and host:
+                msg = (data.get("res") or {}).get("msg")
+                if isinstance(msg, list):
+                    for name in msg:
+                        self._set(host, str(name), WAITING)
+            elif kind == "runner_on_unreachable" and host:
+                reason = (data.get("res") or {}).get("msg") or "host unreachable"
+                self._fail_host(host, f"unreachable: {str(reason).strip().splitlines()[0][:200]}")
+            elif host and (m := _TASK_RE.match(task)):
+                step, name = m.group(1), m.group("name")
+                if kind == "runner_on_failed" and not data.get("ignore_errors"):
+                    self._note_failure(host, task, data, variant=name)
+                elif step == "launch" and kind in ("runner_on_start", "runner_on_ok"):
+                    self._set(host, name, LAUNCHING)
+                elif step == "measure" and kind in ("runner_on_start", "runner_on_ok"):
+                    self._set(host, name, MEASURING)
+                elif step == "record result" and kind == "runner_on_ok":
+                    self._set(host, name, DONE)
+                elif step == "record failure" and kind == "runner_on_ok":
+                    self._set(host, name, FAILED)
+            elif kind == "runner_on_failed" and host and not data.get("ignore_errors"):
+                self._note_failure(host, task, data)
+            elif kind == "playbook_on_stats":
+                for h in (data.get("dark") or {}):
+                    self._fail_host(h, "unreachable")
+                for h in (data.get("failures") or {}):
+                    where = self._last_failure.get(h)
+                    self._fail_host(h, f"failed at {where}" if where else "failed outside a variant's rescue")
+                for h, hs in self.hosts.items():  # a variant that never finished did not succeed
+                    for v, st in list(hs.variants.items()):
+                        if st not in FINAL:
+                            self._set(h, v, FAILED, "never finished (the play ended before its result was recorded)")
+                self.finished = True
+        return True
