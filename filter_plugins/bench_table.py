@@ -120,17 +120,17 @@ def bench_rows(results: Sequence[Mapping[str, Any]], reference_build: str | None
         row: dict[str, Any] = {
             "host": host, "variant": var.get("name"), "build": build, "config": config,
             "status": doc.get("status", "unknown"), "simulated": bool(doc.get("simulated") or _get(doc, "manifest", "simulated")),
-            "single_tok_s": median,
-            "single_min": _num(_get(doc, "single", "decode_tok_s_min")),
-            "single_max": _num(_get(doc, "single", "decode_tok_s_max")),
-            "ttft_s": _num(_get(doc, "single", "ttft_s_median")),
+            "single_tok_s": _round(median),
+            "single_min": _round(_num(_get(doc, "single", "decode_tok_s_min"))),
+            "single_max": _round(_num(_get(doc, "single", "decode_tok_s_max"))),
+            "ttft_s": _round(_num(_get(doc, "single", "ttft_s_median")), 4),
             "speedup_vs_bare": None, "vs_reference_pct": None, "reference_build": reference_build,
             "acceptance_per_position": accept, "tokens_per_step": round(mean_len, 2) if mean_len else None,
             "roofline_tok_s": None, "roofline_pct": None,
         }
         for entry in doc.get("parallel") or []:
             if isinstance(entry, Mapping) and entry.get("concurrency") is not None:
-                row[f"c{int(entry['concurrency'])}_tok_s"] = _num(entry.get("combined_tok_s"))
+                row[f"c{int(entry['concurrency'])}_tok_s"] = _round(_num(entry.get("combined_tok_s")))
         model = str(var.get("model"))
         bare = single.get((host, str(build), model, bare_config))
         if median and bare:
@@ -160,6 +160,10 @@ def bench_rows(results: Sequence[Mapping[str, Any]], reference_build: str | None
         row["config_hash"] = doc.get("config_hash")
         rows.append(row)
     return rows
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def _fmt(value: Any, digits: int = 1) -> str:

@@ -100,7 +100,9 @@ class _Context:
         self.tables = issues.get("tables") or {}
         self.flag_defaults = issues.get("flag_defaults") or {}
         self.match = match or {}
-        self.flags = {str(k).lstrip("-").replace("_", "-"): v for k, v in (self.variant.get("args") or {}).items()}
+        # A null flag is left out by vllm_args, so vLLM uses its default: the same here.
+        self.flags = {str(k).lstrip("-").replace("_", "-"): v for k, v in (self.variant.get("args") or {}).items()
+                      if v is not None}
         self.flavor = image_flavor(self.variant.get("image", ""), issues.get("image_flavors"),
                                    self.variant.get("image_flavor"))
 
