@@ -1,0 +1,69 @@
+"""Pacing: the simulator keeps to its own model within 2 % at 1 and 8 streams; bandwidth scales it."""
+from __future__ import annotations
+
+import json
+import statistics
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+
+MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+D27 = "nvidia/Qwen3.6-27B-NVFP4"
+ARGS = ["--max-num-batched-tokens", "4096", "--kv-cache-dtype", "fp8"]
+
+
+def get(sim, path: str) -> dict:
+    return json.loads(urllib.request.urlopen(sim.base_url + path, timeout=30).read())
+
+
+def run(sim, n: int, tokens: int, model: str = MODEL) -> list[dict]:
+    """n parallel forced generations; returns their /sim/requests rows."""
+    c = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="x", max_retries=0)
+    before = {r["id"] for r in get(sim, "/sim/requests")["requests"]}
+
+    def one(_):
+        list(c.chat.completions.create(model=model, messages=[{"role": "user", "content": "Go"}], max_tokens=tokens,
+                                       stream=True, extra_body={"ignore_eos": True}))
+    with ThreadPoolExecutor(n) as ex:
+        list(ex.map(one, range(n)))
+    return [r for r in get(sim, "/sim/requests")["requests"] if r["id"] not in before]
+
+
+def decode_rate(r: dict) -> float:
+    """(completion_tokens - 1) / (t_last - t_first): decode tok/s of one request."""
+    return (r["completion_tokens"] - 1) / (r["last_token"] - r["first_token"])
+
+
+def test_single_and_eight_streams_follow_the_model(sim_factory):
+    sim = sim_factory(args=ARGS, env={"VLLM_SIM_RATE": "100"})
+    info = get(sim, "/sim/info")["pacing"]
+    assert abs(info["predicted_bare_tok_s"] - 100) < 1e-6
+    single = [decode_rate(r) for _ in range(3) for r in run(sim, 1, 60)]
+    assert abs(statistics.median(single) - info["predicted_tok_s_1"]) / info["predicted_tok_s_1"] < 0.02, single
+    rows = run(sim, 8, 60)
+    assert all(r["completion_tokens"] == 60 for r in rows)
+    per_stream = statistics.median(decode_rate(r) for r in rows)
+    assert abs(per_stream - info["predicted_tok_s_8"]) / info["predicted_tok_s_8"] < 0.02, per_stream
+    # batching: per-stream slower than single (more experts read), combined much faster
+    combined = sum(r["completion_tokens"] for r in rows) / (max(r["last_token"] for r in rows) - min(r["arrival"] for r in rows))
+    assert per_stream < statistics.median(single) and combined > 2 * statistics.median(single)
+    # TPOT histogram mean agrees with the timeline (it is what actually happened)
+    body = urllib.request.urlopen(sim.base_url + "/metrics").read().decode()
+    vals = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+            if line.startswith("vllm:request_time_per_output_token_seconds_") and "_bucket" not in line and not line.startswith("#")}
+    mean_tpot = vals["vllm:request_time_per_output_token_seconds_sum"] / vals["vllm:request_time_per_output_token_seconds_count"]
+    timeline = statistics.mean([1 / x for x in single] + [1 / decode_rate(r) for r in rows])
+    assert abs(mean_tpot - timeline) / timeline < 0.01
+
+
+def test_halving_bandwidth_halves_the_bare_rate(sim_factory):
+    """Dense 27B at real speed: the rate scales with bandwidth except the per-layer launch cost."""
+    full = sim_factory(model=D27, args=ARGS, env={"VLLM_SIM_SPEEDUP": "4"})
+    half = sim_factory(model=D27, args=ARGS, env={"VLLM_SIM_SPEEDUP": "4", "VLLM_SIM_BANDWIDTH_GBPS": "136.5"})
+    r_full = statistics.median(decode_rate(r) for r in run(full, 1, 24, D27) + run(full, 1, 24, D27))
+    r_half = statistics.median(decode_rate(r) for r in run(half, 1, 24, D27) + run(half, 1, 24, D27))
+    ratio = r_half / r_full
+    p_full, p_half = (get(s, "/sim/info")["pacing"]["predicted_bare_tok_s"] for s in (full, half))
+    assert abs(ratio - p_half / p_full) < 0.02
+    assert 0.49 < ratio < 0.53, ratio          # the 64 x 90 us launch cost does not scale with bandwidth
