@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Table 4 — fleet scaling: `bench.yml` wall time at 1, 2, 4 and 8 simulated hosts.
+
+Method: the same real `ansible-playbook bench.yml` runs as table 3 (`bench/orchestration.py`:
+temporary inventory, local-connection GPU-less simulated hosts, fast simulated rates, short
+measurement), each host with the same 2 variants, hosts `bench-fleet01` … `bench-fleetNN` on
+ports 18501 … 185NN. Hosts run in parallel (ansible.cfg forks = 16), variants in sequence.
+
+    ratio(N) = wall(N hosts) / wall(1 host)
+
+Perfect scaling is 1.0; the goal is ≤ 1.25 at 8 hosts. On this machine all "hosts" share two
+CPU cores and one Docker engine, so the ratio also measures that contention (said beside it).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+import orchestration  # noqa: E402
+from common import REPO, Section, fmt, md_table, median  # noqa: E402
+
+VARIANTS = 2
+GOAL_RATIO = 1.25
+
+
+def run(quick: bool = False) -> Section:
+    """Measure table 4 and return its section."""
+    common.require(REPO / "bench.yml", "bench.yml")
+    ladder = [1, 2, 4] if quick else [1, 2, 4, 8]
+    repeats = 1
+    points: list[dict[str, Any]] = []
+    for n in ladder:
+        hosts = [(f"bench-fleet{i + 1:02d}", common.PORT_FLEET_BASE + 1 + i) for i in range(n)]
+        walls = []
+        for rep in range(repeats):
+            r = orchestration.run_playbook(f"fleet{n}r{rep}", hosts, VARIANTS)
+            walls.append(r["wall"])
+        points.append({"hosts": n, "wall": median(walls), "walls": walls})
+    base = points[0]["wall"]
+    for p in points:
+        p["ratio"] = p["wall"] / base
+    last = points[-1]
+    goal_met = last["hosts"] >= 8 and last["ratio"] <= GOAL_RATIO
+    table = md_table(["hosts", "variants per host", "wall time", "ratio to 1 host"],
+                     [[str(p["hosts"]), str(VARIANTS), f"{fmt(p['wall'])} s", f"{p['ratio']:.2f}×"]
+                      for p in points])
+    if goal_met:
+        verdict = f"**Goal met**: {last['ratio']:.2f}× at 8 hosts (goal ≤ {GOAL_RATIO}×)."
+    elif last["hosts"] < 8:
+        verdict = (f"No verdict in --quick mode (8 hosts not run); {last['ratio']:.2f}× at "
+                   f"{last['hosts']} hosts.")
+    else:
+        verdict = (f"**Goal missed** by {last['ratio'] - GOAL_RATIO:.2f}×: {last['ratio']:.2f}× at "
+                   f"8 hosts (goal ≤ {GOAL_RATIO}×). The simulated hosts are not independent "
+                   f"machines: {common.machine_facts().split(' · ')[0]} run all {last['hosts']} "
+                   "simulators, measure.py processes and Ansible workers, so part of the growth is "
+                   "CPU contention of this box, not orchestration.")
+    body = f"""**How:** `bench/fleet_scaling.py`{' (--quick)' if quick else ''}: real `ansible-playbook
+bench.yml` runs on a temporary inventory of {', '.join(map(str, ladder))} simulated hosts (local
+connection, GPU-less, ports from {common.PORT_FLEET_BASE + 1}), each with the same {VARIANTS}
+variants and the settings of table 3 (`VLLM_SIM_LOAD_SECONDS={orchestration.LOAD_S:g}`,
+`VLLM_SIM_RATE={orchestration.RATE}`, {orchestration.TOKENS} tokens, 1 run). Ratio = wall time at N
+hosts / wall time at 1 host; {repeats} run per point.
+
+{table}
+
+{verdict}
+"""
+    return Section("fleet", "Fleet scaling", body, goal_met if last["hosts"] >= 8 else None,
+                   {"points": points})
+
+
+if __name__ == "__main__":
+    print(run(quick="--quick" in sys.argv).body)
