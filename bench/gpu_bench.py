@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable,
                     help="interpreter with torch and transformers for the server")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--commit", default=None,
+                    help="commit to stamp (default: git rev-parse --short HEAD of this checkout)")
     args = ap.parse_args(argv)
 
     WORK.mkdir(parents=True, exist_ok=True)
@@ -136,14 +138,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([f"{n} parallel (combined)", fmt(comb, 1),
                      f"per stream {fmt(p.get('per_stream_decode_tok_s_median'), 1)}", fmt(roof, 0),
                      f"{comb / roof * 100:.1f} %" if comb and roof else "—",
-                     fmt((p.get("ttft_s") or {}).get("median") if isinstance(p.get("ttft_s"), dict)
+                     fmt((p.get("ttft_s") or {}).get("p50") if isinstance(p.get("ttft_s"), dict)
                          else None, 3)])
     table = md_table(["streams", "measure.py tok/s", "range / per stream", "roofline tok/s",
                       "% of roofline", "TTFT s (median)"], rows)
     cfg = info["config"]
     body = f"""## 5. Real GPU
 
-_Measured {common.utc_now()} at commit `{common.git_commit()}` on GPU **{gpu}** (torch device
+_Measured {common.utc_now()} at commit `{args.commit or common.git_commit()}` on GPU **{gpu}** (torch device
 name: {info.get('device_name')})._
 
 **How:** `python3 bench/gpu_bench.py` (outside `make bench`): `bench/gpu_real_server.py` serves a
@@ -151,8 +153,8 @@ Llama-style model built from a config with random weights (preset `{info['preset
 {cfg['hidden_size']}, {cfg['num_hidden_layers']} layers, {cfg['num_attention_heads']} heads /
 {cfg['num_key_value_heads']} KV heads, FFN {cfg['intermediate_size']}, vocab {cfg['vocab_size']};
 {info['params'] / 1e9:.3f} B parameters, {info['dtype']}) with Hugging Face transformers: greedy
-decode, KV cache, one forward pass per token, eager PyTorch (no CUDA graphs, no fused kernels),
-requests arriving together batched statically. measure.py: {args.output_tokens} forced tokens,
+decode, KV cache, one forward pass per token, eager PyTorch (no CUDA graphs, no fused kernels;
+cuDNN attention off, see the server's docstring), requests arriving together batched statically. measure.py: {args.output_tokens} forced tokens,
 {args.runs} runs + 1 warm-up, parallel {args.concurrency}; wall {wall:.0f} s.
 Roofline = bandwidth / bytes read per step: weights {info['weight_bytes_per_step'] / 1e9:.3f} GB
 + KV {info['kv_bytes_per_context_token'] / 1e3:.1f} kB per context token × {ctx:.0f} tokens (prompt
