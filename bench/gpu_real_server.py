@@ -8,7 +8,8 @@ for prompts (token id = UTF-8 byte + 3) and ``" w<id>"`` text for generated toke
 counts in ``usage`` are exact, the text is meaningless.
 
 Decoding: greedy (argmax), KV cache, one forward pass per token for every running request.
-Requests that arrive within ``--batch-window-ms`` of each other are decoded as one batch
+Requests that arrive within ``--batch-window-ms`` of the previous one (at most 10 windows after
+the first) are decoded as one batch
 (left-padded prompts, attention mask, per-row positions); a batch runs until its longest request
 is done, later arrivals wait for the next batch (static batching, not vLLM's continuous batching).
 ``ignore_eos`` and ``min_tokens`` are honoured (EOS = id 2 ends a request only when
@@ -177,13 +178,16 @@ class Engine:
         """Collect a batch (first job + arrivals within the window), decode it, repeat."""
         while True:
             jobs = [self.inbox.get()]
-            deadline = time.monotonic() + self.window
+            cap = time.monotonic() + 10 * self.window
+            deadline = min(cap, time.monotonic() + self.window)
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 try:
                     jobs.append(self.inbox.get(timeout=left))
+                    # Each arrival keeps the batch open one more window (at most 10 windows).
+                    deadline = min(cap, time.monotonic() + self.window)
                 except queue.Empty:
                     break
             try:
