@@ -315,6 +315,7 @@ class RawStream:
     pieces: list[bytes] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     transport_error: str | None = None
+    clean_end: bool = False  # body ended by its own framing ([DONE], chunk terminator, length, EOF)
 
 
 class _Conn:
@@ -430,6 +431,8 @@ def _read_ready(c: _Conn) -> None:
         if not data:
             if c.raw.status is None:
                 c.raw.transport_error = "server closed the connection before answering"
+            elif c.mode == "close":
+                c.raw.clean_end = True  # a close-delimited body ends with EOF
             c.mode = "done"
             return
         c.last_byte = t
@@ -473,6 +476,7 @@ def _take_head(c: _Conn, data: bytes, t: float) -> None:
     c.head = b""
     if c.mode == "length" and c.remaining == 0:
         c.mode = "done"
+        c.raw.clean_end = True
         return
     if rest:
         _take_body(c, rest, t)
@@ -485,13 +489,16 @@ def _take_body(c: _Conn, data: bytes, t: float) -> None:
         c.remaining -= len(data)
         if c.remaining <= 0:
             c.mode = "done"
+            c.raw.clean_end = True
         return
     tail = c.tail + data[-48:]
     c.tail = tail[-48:]
     if c.mode == "chunked" and tail.endswith(b"\r\n0\r\n\r\n"):
         c.mode = "done"
+        c.raw.clean_end = True
     elif c.raw.status == 200 and (b"\ndata: [DONE]" in tail or b"\ndata:[DONE]" in tail):
         c.mode = "done"
+        c.raw.clean_end = True
 
 
 def _dechunk(raw: RawStream) -> tuple[bytes, Callable[[int], float]]:
@@ -556,6 +563,7 @@ class StreamResult:
     reasoning: str = ""
     finish_reason: str | None = None
     done: bool = False
+    cut: bool = False  # the stream broke off (transport error or closed before finish_reason)
     usage: dict[str, Any] | None = None
     t_first: float | None = None  # first chunk carrying content or reasoning
     t_last: float | None = None  # last chunk carrying content or reasoning
@@ -656,6 +664,11 @@ def decode_stream(raw: RawStream) -> StreamResult:
     if raw.transport_error and not res.error:
         if res.finish_reason is None:
             res.error = raw.transport_error
+            res.cut = True
+    if res.error is None and raw.status == 200 and not res.done and (
+            not raw.clean_end or res.finish_reason is None):
+        res.error = "the stream broke off before it finished (the server closed the connection)"
+        res.cut = True
     if res.error is None and raw.status is None:
         res.error = raw.transport_error or "no response"
     return res
@@ -1565,7 +1578,7 @@ class Measurement:
                 continue
             if any(r.status == 200 for r in results):
                 self.level_known = True
-            if any(r.status is None for r in results):
+            if any(r.status is None or r.cut for r in results):
                 self.check_alive(phase)
             return results, forced and self.level == 0
 

@@ -116,7 +116,7 @@ def _chunked(body: bytes, sizes: list[int]) -> bytes:
 
 def _raw(body: bytes, cuts: list[int], chunked: bool, t0: float = 100.0, dt: float = 0.01) -> "M.RawStream":
     """A RawStream whose body arrives in pieces cut at ``cuts`` offsets, ``dt`` seconds apart."""
-    raw = M.RawStream(t_start=t0 - 0.05, status=200,
+    raw = M.RawStream(t_start=t0 - 0.05, status=200, clean_end=True,
                       headers={"transfer-encoding": "chunked"} if chunked else {"content-type": "text/event-stream"})
     pos = 0
     for j, c in enumerate([*cuts, len(body)]):
@@ -188,18 +188,27 @@ def test_event_time_is_the_read_that_completed_it() -> None:
 def test_without_per_chunk_usage_decode_only_when_one_token_per_chunk() -> None:
     tail = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
             "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}}
-    one = [_chunk(content=c) for c in "abcd"] + [tail]  # no [DONE]: accepted
+    one = [_chunk(content=c, finish="length" if c == "d" else None) for c in "abcd"] + [tail]  # no [DONE]: fine
     body = _sse(one)
     res = M.decode_stream(_raw(body, [len(body) // 2], chunked=False))
     dec, first, why = res.decode()
     assert why is None and first == 1 and not res.done
-    multi = [_chunk(content="ab"), _chunk(content="cd")] + [tail]
+    multi = [_chunk(content="ab"), _chunk(content="cd", finish="length")] + [tail]
     res2 = M.decode_stream(_raw(_sse(multi), [], chunked=False))
     dec2, _, why2 = res2.decode()
     assert dec2 is None and "several tokens" in why2
     assert res2.itl_samples() is None
-    nousage = M.decode_stream(_raw(_sse([_chunk(content="a"), _chunk(content="b")]), [], chunked=False))
+    nousage = M.decode_stream(_raw(_sse([_chunk(content="a"), _chunk(content="b", finish="stop")]), [], chunked=False))
     assert nousage.decode()[0] is None and "no usage" in nousage.decode()[2]
+
+
+def test_stream_that_breaks_off_is_an_error() -> None:
+    events = [_chunk(content="a", usage=1), _chunk(content="b", usage=2)]
+    framed = _chunked(_sse(events), [1000])[:-5]  # chunked body without its terminator
+    raw = _raw(framed, [], chunked=True)
+    raw.clean_end = False
+    res = M.decode_stream(raw)
+    assert res.cut and "broke off" in res.error and res.decode()[0] is None
 
 
 def test_http_error_body_becomes_one_line_message() -> None:
