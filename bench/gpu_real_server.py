@@ -382,6 +382,9 @@ class Server(ThreadingHTTPServer):
     """The HTTP server with its engine."""
 
     daemon_threads = True
+    # socketserver's default listen backlog is 5: the 6th simultaneous connect was dropped and
+    # retried by TCP after 1 s (TTFT ≈ 1 s at 8 parallel streams, measured).
+    request_queue_size = 128
 
     def __init__(self, addr: tuple[str, int], engine: Engine, model_name: str) -> None:
         self.engine = engine
