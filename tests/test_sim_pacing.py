@@ -36,13 +36,14 @@ def decode_rate(r: dict) -> float:
 
 
 def test_single_and_eight_streams_follow_the_model(sim_factory):
-    sim = sim_factory(args=ARGS, env={"VLLM_SIM_RATE": "100"})
+    # Spans of 1-2 s, so one late wake-up of the engine thread on a loaded machine stays under 1 %.
+    sim = sim_factory(args=ARGS, env={"VLLM_SIM_RATE": "50"})
     info = get(sim, "/sim/info")["pacing"]
-    assert abs(info["predicted_bare_tok_s"] - 100) < 1e-6
+    assert abs(info["predicted_bare_tok_s"] - 50) < 1e-6
     single = [decode_rate(r) for _ in range(3) for r in run(sim, 1, 60)]
     assert abs(statistics.median(single) - info["predicted_tok_s_1"]) / info["predicted_tok_s_1"] < 0.02, single
-    rows = run(sim, 8, 60)
-    assert all(r["completion_tokens"] == 60 for r in rows)
+    rows = run(sim, 8, 40)
+    assert all(r["completion_tokens"] == 40 for r in rows)
     per_stream = statistics.median(decode_rate(r) for r in rows)
     assert abs(per_stream - info["predicted_tok_s_8"]) / info["predicted_tok_s_8"] < 0.02, per_stream
     # batching: per-stream slower than single (more experts read), combined much faster
