@@ -69,6 +69,22 @@ class EmitterProc:
         return http_json(self.url + "/emitter/requests")
 
 
+def followed(r: dict[str, Any]) -> bool:
+    """A ladder point is followed when its median |timing error| is below 1 %."""
+    return r.get("err") is not None and abs(r["err"]) < MAX_ERR
+
+
+def highest_followed(rows: list[dict[str, Any]]) -> float:
+    """Highest scheduled rate followed, counting up the ladder only until the first miss
+    (a pass above a failure is luck, not capacity); 0 when the first point already fails."""
+    best = 0.0
+    for r in sorted(rows, key=lambda x: x["rate"]):
+        if not followed(r):
+            break
+        best = r["rate"]
+    return best
+
+
 def measure_point(em: EmitterProc, rate: float, tpc: int, tokens: int, runs: int, warmup: int,
                   cores: set[int] | None, tag: str) -> dict[str, Any]:
     """One ladder point: measure.py's decode figures and the emitter's own send rates."""
@@ -126,20 +142,9 @@ def run(quick: bool = False) -> Section:
             cpu[tpc] = {"per_mtok": per_mtok, "fixed_s": short["cpu_s"],
                         "cpu_bound_chunks_s": 1e6 / per_mtok / tpc if per_mtok > 0 else None}
 
-    def ok(r: dict[str, Any]) -> bool:
-        return r["err"] is not None and abs(r["err"]) < MAX_ERR
-
-    # "Followed" is contiguous from the bottom of the ladder: a pass above a failure is luck.
-    best = 0.0
-    for r in rows:
-        if not ok(r):
-            break
-        best = r["rate"]
-    best4 = 0.0
-    for r in rows4:
-        if not ok(r):
-            break
-        best4 = r["rate"]
+    ok = followed
+    best = highest_followed(rows)
+    best4 = highest_followed(rows4)
     goal_met = best >= GOAL_CHUNKS_S
 
     def ladder_table(rs: list[dict[str, Any]], tpc: int) -> str:
