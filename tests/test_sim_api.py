@@ -225,3 +225,15 @@ def test_image_answer_comes_from_the_pixels(sim_factory):
             {"type": "text", "text": QUALITY["image"]["prompt"]}, {"type": "image_url", "image_url": {"url": url}}]}])
         answers[name] = r.choices[0].message.content.strip().lower()
     assert answers == {n: n for n in answers}
+
+
+def test_completions_endpoint(sim_factory):
+    sim = sim_factory(args=["--max-num-batched-tokens", "4096"], env=FAST)
+    c = client(sim)
+    r = c.completions.create(model=MODEL, prompt="Once upon a time")
+    assert r.usage.completion_tokens == 16 and r.choices[0].finish_reason == "length"   # vLLM's default 16
+    chunks = list(c.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=40, stream=True,
+                                       stream_options={"include_usage": True}, extra_body={"ignore_eos": True}))
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 40
+    assert chunks[-2].choices[0].finish_reason == "length"
+    assert "".join(ch.choices[0].text for ch in chunks[:-1]).strip()

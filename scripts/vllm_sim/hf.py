@@ -90,12 +90,15 @@ def download(args) -> int:
                     "Set HF_TOKEN to a token whose account has accepted the model's licence.")
     repo_dir = hub_cache(args.cache_dir) / ("models--" + args.repo_id.replace("/", "--"))
     snap = repo_dir / "snapshots" / pinned
+    if args.local_dir:                      # --local-dir: plain files in that folder, no cache layout
+        snap = Path(args.local_dir)
     if os.environ.get("HF_HUB_OFFLINE") == "1" and not (snap / "config.json").is_file():
         return _err(f"huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk "
                     f"cache and outgoing traffic has been disabled (HF_HUB_OFFLINE=1): {args.repo_id}")
     snap.mkdir(parents=True, exist_ok=True)
-    (repo_dir / "refs").mkdir(exist_ok=True)
-    (repo_dir / "blobs").mkdir(exist_ok=True)
+    if not args.local_dir:
+        (repo_dir / "refs").mkdir(exist_ok=True)
+        (repo_dir / "blobs").mkdir(exist_ok=True)
     size = float(prof.get("download_size_gb", 1.0))
     shards = max(1, int(size // 5) + 1)
     files = {"config.json": json.dumps(config_json(prof), indent=2),
@@ -115,7 +118,8 @@ def download(args) -> int:
         (snap / name).write_bytes(stub)
     for name, text in files.items():
         (snap / name).write_text(text + "\n", encoding="utf-8")
-    (repo_dir / "refs" / "main").write_text(pinned, encoding="utf-8")
+    if not args.local_dir:
+        (repo_dir / "refs" / "main").write_text(pinned, encoding="utf-8")
     if token:
         (snap / ".sparkbench_token_sha256").write_text(hashlib.sha256(token.encode()).hexdigest() + "\n")
     print(str(snap), flush=True)

@@ -114,7 +114,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if path == "/ping":
             return self._json(200, {})
-        if path != "/v1/chat/completions":
+        if path not in ("/v1/chat/completions", "/v1/completions"):
             return self._json(404, {"detail": "Not Found"})
         try:
             try:
@@ -123,7 +123,10 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, f"JSON decode error: {e}") from None
             if not isinstance(body, dict):
                 raise ApiError(400, "Request body must be a JSON object.")
-            self.chat(body)
+            if path == "/v1/completions":
+                self.completion(body)
+            else:
+                self.chat(body)
         except ApiError as e:
             self._json(e.code, e.body())
         except (BrokenPipeError, ConnectionResetError):
@@ -184,6 +187,109 @@ class Handler(BaseHTTPRequestHandler):
             self._stream(req, model, include_usage, continuous)
         else:
             self._complete(req, model)
+
+    def completion(self, body: dict) -> None:
+        """``/v1/completions``: plain text in ``choices[].text``; non-stream max_tokens defaults to 16."""
+        app = self.app
+        model = body.get("model")
+        if model not in app.served_names:
+            raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {', '.join(app.served_names)}.", "model")
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if not isinstance(prompt, str):
+            raise ApiError(400, "prompt: send one prompt string (batched prompts are not simulated).", "prompt")
+        stream = bool(body.get("stream", False))
+        sopts = body.get("stream_options")
+        if sopts is not None and not stream:
+            raise ApiError(400, "Stream options can only be defined when `stream=True`.", "stream_options")
+        sopts = sopts or {}
+        include_usage = bool(sopts.get("include_usage"))
+        continuous = include_usage and bool(sopts.get("continuous_usage_stats"))
+        prompt_tokens = max(1, answers.count_tokens(prompt))
+        mml = app.max_model_len
+        if prompt_tokens > mml:
+            raise ApiError(400, f"This model's maximum context length is {mml} tokens. However, your prompt contains "
+                                f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. "
+                                "Please reduce the length of the input prompt.")
+        mt = body.get("max_tokens", 16)
+        mt = 16 if mt is None else mt
+        if not isinstance(mt, int) or isinstance(mt, bool) or mt < 1:
+            raise ApiError(400, f"max_tokens must be at least 1, got {mt}.", "max_tokens")
+        if mt > mml:
+            raise ApiError(400, f"max_tokens={mt} cannot be greater than max_model_len={mml}. "
+                                "Please request fewer output tokens.", "max_tokens")
+        mt = min(mt, mml - prompt_tokens)
+        min_tokens = int(body.get("min_tokens") or 0)
+        if min_tokens > mt:
+            raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={mt}, got {min_tokens}.", "min_tokens")
+        if app.faults.http500():
+            raise ApiError(500, "Internal server error (simulated fault: VLLM_SIM_FAULT_HTTP500_FRACTION).")
+        rid = "cmpl-" + (self.headers.get("X-Request-Id") or secrets.token_hex(8))
+        plan = app.answers.plan(prompt, [], False, seed=app.next_seed())
+        req = Request(rid=rid, prompt_tokens=prompt_tokens, max_tokens=mt, plan=plan, min_tokens=min_tokens,
+                      ignore_eos=bool(body.get("ignore_eos")))
+        app.engine.submit(req)
+        base = {"id": rid, "object": "text_completion", "created": int(time.time()), "model": model}
+        usage = lambda n: {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n}
+        if not stream:
+            text, reason = [], "stop"
+            while True:
+                ev = req.out.get()
+                if ev[0] == "tokens":
+                    text += [t for _, t in ev[2]]
+                else:
+                    reason = ev[2]
+                    break
+            return self._json(200, {**base, "choices": [{"index": 0, "text": "".join(text), "logprobs": None,
+                                                          "finish_reason": reason, "stop_reason": None,
+                                                          "prompt_logprobs": None}],
+                                    "usage": usage(req.produced), "kv_transfer_params": None})
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        app.access(self, 200)
+
+        def frame(obj) -> None:
+            data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj, ensure_ascii=False).encode()) + b"\n\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        streamed = 0
+        try:
+            while True:
+                ev = req.out.get()
+                if ev[0] == "finish":
+                    if streamed < req.target:
+                        frame({**base, "choices": [{"index": 0, "text": "", "logprobs": None,
+                                                    "finish_reason": ev[2], "stop_reason": None}]})
+                    break
+                streamed += len(ev[2])
+                choice = {"index": 0, "text": "".join(t for _, t in ev[2]), "logprobs": None, "finish_reason": None,
+                          "stop_reason": None}
+                done = None
+                if streamed >= req.target:
+                    try:
+                        done = req.out.get(timeout=5.0)
+                    except queue.Empty:
+                        done = None
+                    if done is not None and done[0] == "finish":
+                        choice["finish_reason"] = done[2]
+                chunk = {**base, "choices": [choice]}
+                if continuous:
+                    chunk["usage"] = usage(streamed)
+                frame(chunk)
+                if done is not None and done[0] == "finish":
+                    break
+            if include_usage:
+                frame({**base, "choices": [], "usage": usage(req.produced)})
+            frame(b"[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            app.engine.abort(req)
+            self.close_connection = True
 
     def _delta(self, toks: list[tuple[str, str]], state: dict) -> dict:
         parser = self.app.reasoning_parser
