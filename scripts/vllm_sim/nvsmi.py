@@ -57,9 +57,17 @@ def main(argv: list[str]) -> int:
         if "csv" not in opts:
             sys.stderr.write('"--format" must contain "csv".\n')
             return 2
+        units = {"power.draw": "W", "power.limit": "W", "clocks.sm": "MHz", "clocks.max.sm": "MHz",
+                 "utilization.gpu": "%", "memory.total": "MiB", "memory.used": "MiB", "memory.free": "MiB"}
         if "noheader" not in opts:
-            print(", ".join(fields))
-        print(", ".join(vals[f] for f in fields))
+            print(", ".join(f + (f" [{units[f]}]" if f in units and "nounits" not in opts else "") for f in fields))
+
+        def cell(f: str) -> str:
+            v = vals[f]
+            if f in units and "nounits" not in opts and not v.startswith("["):
+                return f"{v} {units[f]}"
+            return v
+        print(", ".join(cell(f) for f in fields))
         return 0
     print("sparkbench SIMULATED nvidia-smi (no GPU in this container; values mimic a DGX Spark)")
     print(time.strftime("%a %b %d %H:%M:%S %Y"))
