@@ -15,6 +15,7 @@ A flag set to ``null`` at a later level removes it. Pure function, no I/O.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,10 +37,41 @@ def _err(msg: str) -> AnsibleFilterError:
     return AnsibleFilterError(f"variant_matrix: {msg}")
 
 
+def _type_name(value: Any) -> str:
+    """YAML's word for a value's type (Ansible's lazy containers read as list / mapping)."""
+    if isinstance(value, Mapping):
+        return "mapping"
+    if isinstance(value, (list, tuple)) or (isinstance(value, Sequence) and not isinstance(value, (str, bytes))):
+        return "list"
+    return {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
+            "NoneType": "null"}.get(type(value).__name__, type(value).__name__)
+
+
+# Flags whose value vLLM parses as a JSON object.
+_JSON_FLAGS = ("speculative-config", "compilation-config", "kv-transfer-config", "hf-overrides")
+
+
+def _check_json_flags(name: str, args: Mapping[str, Any]) -> None:
+    for flag in _JSON_FLAGS:
+        value = args.get(flag)
+        if value is None or isinstance(value, Mapping):
+            continue
+        if not isinstance(value, str):
+            raise _err(f"variant '{name}': args.{flag} must be a mapping (or a JSON object string), "
+                       f"got {_type_name(value)}; write e.g. {flag}: {{method: mtp, num_speculative_tokens: 2}}")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise _err(f"variant '{name}': args.{flag} is not valid JSON ({exc.msg} at column {exc.colno}); "
+                       f"write it as a YAML mapping, e.g. {flag}: {{method: mtp, num_speculative_tokens: 2}}") from None
+        if not isinstance(parsed, Mapping):
+            raise _err(f"variant '{name}': args.{flag} must be a JSON object, got {_type_name(parsed)}")
+
+
 def _check_entry(kind: str, idx: int, entry: Any, allowed: set[str]) -> Mapping[str, Any]:
     where = f"{kind}[{idx}]"
     if not isinstance(entry, Mapping):
-        raise _err(f"{where} must be a mapping with at least 'name', got {type(entry).__name__}")
+        raise _err(f"{where} must be a mapping with at least 'name', got {_type_name(entry)}")
     name = entry.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise _err(f"{where}.name {name!r} is not valid; use lowercase letters, digits, '.', '_' or '-'")
@@ -48,7 +80,7 @@ def _check_entry(kind: str, idx: int, entry: Any, allowed: set[str]) -> Mapping[
         raise _err(f"{where} ('{name}') has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
     for key in ("args", "env"):
         if entry.get(key) is not None and not isinstance(entry[key], Mapping):
-            raise _err(f"{where}.{key} ('{name}') must be a mapping, got {type(entry[key]).__name__}")
+            raise _err(f"{where}.{key} ('{name}') must be a mapping, got {_type_name(entry[key])}")
     return entry
 
 
@@ -139,6 +171,7 @@ def variant_matrix(builds: Sequence[Mapping[str, Any]], configs: Sequence[Mappin
             "preflight": bool(extra.get("preflight", True)),
             "kind": kind,
         }
+        _check_json_flags(name, out["args"])
         flavor = _first(extra.get("image_flavor"), config.get("image_flavor"), build.get("image_flavor"))
         if flavor:
             out["image_flavor"] = flavor
