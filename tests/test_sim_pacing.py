@@ -68,3 +68,28 @@ def test_halving_bandwidth_halves_the_bare_rate(sim_factory):
     p_full, p_half = (get(s, "/sim/info")["pacing"]["predicted_bare_tok_s"] for s in (full, half))
     assert abs(ratio - p_half / p_full) < 0.02
     assert 0.49 < ratio < 0.53, ratio          # the 64 x 90 us launch cost does not scale with bandwidth
+
+
+def test_prefill_and_context_depth(sim_factory):
+    """TTFT grows with the prompt (chunked by --max-num-batched-tokens); deep context decodes slower."""
+    sim = sim_factory(model=D27, args=["--max-num-batched-tokens", "2048", "--kv-cache-dtype", "fp8"],
+                      env={"VLLM_SIM_RATE": "100"})
+    c = openai.OpenAI(base_url=sim.base_url + "/v1", api_key="x", max_retries=0)
+
+    def one(words: int) -> dict:
+        prompt = " ".join(["token"] * words)
+        list(c.chat.completions.create(model=D27, messages=[{"role": "user", "content": prompt}], max_tokens=30,
+                                       stream=True, extra_body={"ignore_eos": True}))
+        return get(sim, "/sim/requests")["requests"][-1]
+
+    short, long_ = one(10), one(6000)
+    assert long_["prompt_tokens"] > 6000 and short["prompt_tokens"] < 30
+    ttft_short = short["first_token"] - short["arrival"]
+    ttft_long = long_["first_token"] - long_["arrival"]
+    # 6k prompt tokens at 2 x 25.5 GFLOP/token over 20 TFLOPS, scaled by the 100 tok/s override
+    info = get(sim, "/sim/info")["pacing"]
+    scale = info["time_scale"]
+    expected_compute = long_["prompt_tokens"] * 2 * 25.5e9 / 20e12 * scale
+    assert ttft_long - ttft_short > 0.8 * expected_compute
+    assert long_["steps"] == short["steps"]            # same number of token-emitting steps (30 tokens, bare)
+    assert decode_rate(long_) < decode_rate(short)     # KV cache read grows with context
