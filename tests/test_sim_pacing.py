@@ -93,3 +93,12 @@ def test_prefill_and_context_depth(sim_factory):
     assert ttft_long - ttft_short > 0.8 * expected_compute
     assert long_["steps"] == short["steps"]            # same number of token-emitting steps (30 tokens, bare)
     assert decode_rate(long_) < decode_rate(short)     # KV cache read grows with context
+
+
+def test_per_host_efficiency_makes_a_slow_unit(sim_factory):
+    normal = sim_factory(model=D27, args=ARGS)
+    slow = sim_factory(model=D27, args=ARGS, env={"VLLM_SIM_EFFICIENCY": "0.8", "VLLM_SIM_DRIVER_VERSION": "570.1"})
+    p_norm = get(normal, "/sim/info")["pacing"]["predicted_bare_tok_s"]
+    p_slow = get(slow, "/sim/info")["pacing"]["predicted_bare_tok_s"]
+    assert 0.78 < p_slow / p_norm < 0.82                  # bandwidth-bound: ~ the efficiency ratio
+    assert 11.5 < p_norm < 13.0                           # the held-out 27B lands near the seed's 12.43
