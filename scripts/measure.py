@@ -67,6 +67,7 @@ SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 
 CONTEXT_OUTPUT_TOKENS = 16  # tokens generated per context-depth request (only TTFT matters)
 SANDBOX_TIMEOUT_S = 20.0
+CHECK_S = 0.05  # how often the stream reader checks timeouts and stalls [s]
 SANDBOX_USER = 65534  # "nobody": the unshare sandbox drops to it when measure.py runs as root
 
 
@@ -321,7 +322,7 @@ class RawStream:
 class _Conn:
     """State of one in-flight streamed request inside the selectors loop."""
 
-    __slots__ = ("idx", "sock", "raw", "head", "mode", "remaining", "tail", "last_byte", "deadline")
+    __slots__ = ("idx", "sock", "raw", "head", "mode", "remaining", "tail", "last_byte", "deadline", "tls")
 
     def __init__(self, idx: int, sock: socket.socket, raw: RawStream, deadline: float) -> None:
         self.idx = idx
@@ -333,6 +334,7 @@ class _Conn:
         self.tail = b""
         self.last_byte = raw.t_start
         self.deadline = deadline
+        self.tls = isinstance(sock, ssl.SSLSocket)
 
 
 def _build_post(ep: Endpoint, path: str, body: bytes) -> bytes:
@@ -382,20 +384,30 @@ def stream_requests(ep: Endpoint, bodies: list[bytes], request_timeout: float,
             c = _Conn(i, sock, raw, raw.t_start + request_timeout)
             conns[sock.fileno()] = c
             sel.register(sock, selectors.EVENT_READ, c)
+            # read what earlier requests already received, so a long wave of sends does not
+            # delay their timestamps
+            for key, _ in sel.select(0):
+                _read_ready(key.data)
+                if key.data.mode == "done":
+                    sel.unregister(key.data.sock)
+                    key.data.sock.close()
+                    del conns[key.fd]
+        # Bookkeeping (timeouts, stall) runs at most every CHECK_S, never per chunk.
+        select = sel.select
+        perf = time.perf_counter
+        next_check = 0.0
         while conns:
-            now = time.perf_counter()
-            wait = 1.0
-            for c in conns.values():
-                wait = min(wait, c.last_byte + stall_timeout - now, c.deadline - now)
-            events = sel.select(max(0.0, wait))
-            for key, _ in events:
+            for key, _ in select(CHECK_S):
                 c = key.data
                 _read_ready(c)
                 if c.mode == "done":
                     sel.unregister(c.sock)
                     c.sock.close()
                     del conns[key.fd]
-            now = time.perf_counter()
+            now = perf()
+            if now < next_check:
+                continue
+            next_check = now + CHECK_S
             for fd, c in list(conns.items()):
                 if now >= c.deadline:
                     c.raw.transport_error = f"request timed out after {request_timeout:g} s (--request-timeout)"
@@ -442,7 +454,7 @@ def _read_ready(c: _Conn) -> None:
             _take_body(c, data, t)
         if c.mode == "done":
             return
-        if isinstance(c.sock, ssl.SSLSocket) and c.sock.pending():
+        if c.tls and c.sock.pending():
             continue
         return
 
