@@ -83,9 +83,19 @@ class Interrupted(BaseException):
     """SIGINT or SIGTERM arrived (exit 3, status incomplete). BaseException so no handler eats it."""
 
 
+_SECRETS: list[str] = []
+
+
+def redact(text: str) -> str:
+    """Replace the API key (should a server echo it back) with [redacted]."""
+    for secret in _SECRETS:
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
 def log(msg: str) -> None:
     """Progress line on stderr (stdout is reserved for the JSON with --out -)."""
-    sys.stderr.write(f"[measure] {msg}\n")
+    sys.stderr.write(redact(f"[measure] {msg}\n"))
     sys.stderr.flush()
 
 
@@ -994,6 +1004,9 @@ class Sandbox:
             except subprocess.TimeoutExpired:
                 subprocess.run([self.docker, "rm", "-f", name], capture_output=True, timeout=60)
                 return False, "timed out"
+            except BaseException:  # interrupted: never leave the container running
+                subprocess.run([self.docker, "rm", "-f", name], capture_output=True, timeout=60)
+                raise
             return r.returncode == 0, (r.stdout + r.stderr).decode("utf-8", "replace")[-2000:]
         if self.kind == "unshare":
             with tempfile.TemporaryDirectory(prefix="sparkbench-sandbox-") as tmp:
@@ -1121,7 +1134,7 @@ def names_colour(answer: str, expected: str, palette: list[str]) -> tuple[bool, 
     """Whole-word, case-insensitive: the expected colour is named and no other palette colour."""
     low = answer.lower()
     named = [c for c in palette if re.search(rf"\b{re.escape(c.lower())}\b", low)]
-    return named == [expected] or (expected in named and len(named) == 1), named
+    return named == [expected], named
 
 
 # --------------------------------------------------------------------------------------------
@@ -1855,6 +1868,10 @@ class Measurement:
                 self.telemetry_reason = "nvidia-smi not found on this host"
         else:
             self.telemetry_reason = "--telemetry off"
+        mml = self.doc["server"]["max_model_len"]
+        if mml and a.output_tokens + 64 > mml:
+            raise Unreachable(f"--output-tokens {a.output_tokens} does not fit the server's max_model_len "
+                              f"{mml} (with the prompt): give a smaller --output-tokens")
         self.warmup()
         self.single()
         if all(r["error"] for r in self.doc["single"]["runs"]):
@@ -1887,7 +1904,7 @@ def clean_json(obj: Any) -> Any:
 
 
 def write_out(path: str, doc: dict[str, Any]) -> None:
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    text = redact(json.dumps(doc, indent=2, ensure_ascii=False)) + "\n"
     if path == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -1903,6 +1920,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     api_key = args.api_key or os.environ.get("SPARKBENCH_API_KEY") or None
+    if api_key:
+        _SECRETS.append(api_key)
     if args.out != "-":
         d = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(d):
@@ -1933,13 +1952,13 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         m.doc["errors"].append({"phase": "probe", "request": None, "message": str(exc)})
-        sys.stderr.write(f"measure.py: error: {exc}\n")
+        sys.stderr.write(redact(f"measure.py: error: {exc}\n"))
         status, code = "failed", EXIT_USAGE
     except Abort as exc:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         m.doc["errors"].append({"phase": "run", "request": None, "message": str(exc)})
-        sys.stderr.write(f"measure.py: incomplete: {exc}\n")
+        sys.stderr.write(redact(f"measure.py: incomplete: {exc}\n"))
         status, code = "incomplete", EXIT_INCOMPLETE
     except Interrupted as exc:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

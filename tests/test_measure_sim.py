@@ -313,6 +313,19 @@ def test_quality_file_missing_is_a_clear_error(tmp_path: Path) -> None:
     assert rc == 2 and "--quality-file" in stderr.splitlines()[-1]
 
 
+def test_output_tokens_beyond_max_model_len_is_refused(sim_factory, tmp_path: Path) -> None:
+    sim = sim_factory(model=MODEL, args=[*BARE, "--max-model-len", "512"], env={"VLLM_SIM_RATE": "400"})
+    rc, doc, _, stderr = measure(["--base-url", sim.base_url, "--output-tokens", "1000"], tmp_path / "r.json")
+    assert rc == 2 and "--output-tokens 1000" in stderr and "512" in stderr
+    assert doc["status"] == "failed" and doc["single"] is None
+
+
+def test_unknown_model_lists_the_served_ones(sim_factory, tmp_path: Path) -> None:
+    sim = sim_factory(model=MODEL, args=BARE, env={"VLLM_SIM_RATE": "400"})
+    rc, _, _, stderr = measure(["--base-url", sim.base_url, "--model", "no/such-model"], tmp_path / "r.json")
+    assert rc == 2 and "--model 'no/such-model' is not served" in stderr and MODEL in stderr
+
+
 def test_api_key_required_and_taken_from_environment(sim_factory, tmp_path: Path) -> None:
     sim = sim_factory(model=MODEL, args=[*BARE, "--api-key", "sk-test-77"], env={"VLLM_SIM_RATE": "400"})
     rc, _, _, stderr = measure(["--base-url", sim.base_url], tmp_path / "a.json")
