@@ -1,0 +1,208 @@
+"""ansible-playbook bench.yml end to end on two simulated hosts (real Docker, real simulator image).
+
+A reduced matrix (fast simulator rate, short load, few tokens) with two extra variants that set
+--max-num-batched-tokens 2048 on the hybrid 35B-A3B: one is stopped by preflight with the Mamba
+remedy, the other bypasses preflight and is explained by the container log's signature. The
+others complete. Ports 18300-18399; containers are named with a per-session prefix and removed
+at teardown.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+IMAGE = "sparkbench/vllm-sim:v0.25.0"
+HOSTS = {"pt-sim01": 18311, "pt-sim02": 18312}
+SECRET = "hf_sparkbenchTestSecret_9f3a"
+VARIANTS = ["nvidia-bare", "unsloth-mtp2", "nvidia-mnbt2048", "nvidia-mnbt2048-nopf"]
+
+
+def docker_ok() -> bool:
+    try:
+        return subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+pytestmark = pytest.mark.skipif(not docker_ok(), reason=f"Docker engine or {IMAGE} missing: run make setup")
+
+
+def containers(prefix: str) -> list[str]:
+    out = subprocess.run(["docker", "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"],
+                         capture_output=True, text=True, check=True).stdout
+    return [n for n in out.split() if n.startswith(prefix)]
+
+
+class Bench:
+    """A test inventory + extra vars in a temp dir, and a runner for ansible-playbook."""
+
+    def __init__(self, tmp: Path, prefix: str) -> None:
+        self.tmp, self.prefix = tmp, prefix
+        self.results = tmp / "results"
+        inv = {"all": {"children": {"sparks": {"children": {"sim_sparks": {
+            "hosts": {h: {"vllm_server_port": p} for h, p in HOSTS.items()}}}}}}}
+        (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
+        extra = {
+            "bench_results_dir": str(self.results),
+            "spark_host_hf_cache": str(tmp / "hf"),
+            "vllm_server_container_prefix": prefix,
+            "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "1", "VLLM_SIM_RATE": "1500",
+                                          "VLLM_SIM_SHORT_THINKING": "1"},
+            "bench_select": VARIANTS,
+            "bench_extra_variants": [
+                {"name": "nvidia-mnbt2048", "build": "nvidia", "config": "bare",
+                 "args": {"max-num-batched-tokens": 2048}},
+                {"name": "nvidia-mnbt2048-nopf", "build": "nvidia", "config": "bare",
+                 "args": {"max-num-batched-tokens": 2048}, "preflight": False},
+            ],
+            "llm_bench_output_tokens": 32, "llm_bench_runs": 2, "llm_bench_warmup": 0,
+            "llm_bench_concurrency": [2], "llm_bench_quality": False, "llm_bench_image": False,
+            "llm_bench_telemetry": "off", "llm_bench_remote_dir": str(tmp / "work-{{ inventory_hostname }}"),
+        }
+        (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
+
+    def run(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_FORCE_COLOR="0", HF_TOKEN=SECRET, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+        cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventory/hosts.yml"), "-i", str(self.tmp / "inventory.yml"),
+               "-l", ",".join(HOSTS), "-e", f"@{self.tmp / 'extra.yml'}", "bench.yml", *args]
+        return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    prefix = f"sbtest-pb{os.getpid()}"
+    b = Bench(tmp_path_factory.mktemp("bench"), prefix)
+    yield b
+    for name in containers(prefix):
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def first_run(bench):
+    t0 = time.monotonic()
+    proc = bench.run("-e", "bench_run_id=T1")
+    return proc, time.monotonic() - t0
+
+
+def test_every_host_and_variant_has_a_result_and_the_table_is_printed(bench, first_run):
+    proc, _ = first_run
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run = bench.results / "T1"
+    for host in HOSTS:
+        assert sorted(p.stem for p in (run / host).glob("*.json")) == sorted(VARIANTS)
+    out = proc.stdout
+    assert "SIMULATED: figures come from the vLLM simulator" in out
+    assert "single tok/s" in out and "2× tok/s" in out
+    for host in HOSTS:
+        for v in VARIANTS:
+            assert any(host in line and f" {v} " in line for line in out.splitlines()), (host, v)
+    # The plan task lists the variants, and the runner's task names carry the variant at the end.
+    assert "TASK [Bench | plan]" in out
+    for stage in ("launch", "measure", "record result"):
+        assert f"TASK [Bench variant | {stage} nvidia-bare]" in out
+    assert "TASK [Bench variant | record failure nvidia-mnbt2048]" in out
+    assert containers(bench.prefix) == [], "containers left running after the play"
+
+
+def test_complete_results_carry_the_contract_fields(bench, first_run):
+    schema = json.loads((REPO / "schema/result.schema.json").read_text())
+    for host, port in HOSTS.items():
+        for name in ("nvidia-bare", "unsloth-mtp2"):
+            doc = json.loads((bench.results / "T1" / host / f"{name}.json").read_text())
+            jsonschema.validate(doc, schema)
+            assert doc["status"] == "complete" and doc["simulated"] is True and doc["host"] == host
+            v = doc["variant"]
+            assert v["name"] == name and v["build"] == name.split("-")[0] and v["config"] == name.split("-")[1]
+            assert v["image"] == IMAGE and v["model"].endswith("/Qwen3.6-35B-A3B-NVFP4")
+            assert "--max-num-batched-tokens" in v["args"] and v["args"][v["args"].index("--max-num-batched-tokens") + 1] == "4096"
+            assert doc["launch_command"].startswith("docker run -d --name ")
+            assert f"--port {port}" in doc["launch_command"] and "--gpus" not in doc["launch_command"]
+            assert len(doc["config_hash"]) == 64
+            m = doc["manifest"]
+            assert m["image_id"].startswith("sha256:") and m["image_digest"] is None
+            assert m["vllm_version"] == "0.25.0" and m["model_revision"] and m["gpu"].startswith("NVIDIA GB10")
+            assert m["driver"] and m["cuda"] == "13.0" and m["os"] and m["kernel"] and m["hostname"]
+            assert len(m["sparkbench_version"]) >= 7 and m["settings"]["output_tokens"] == "32" or m["settings"]["output_tokens"] == 32
+            assert 0 < doc["server_startup"]["time_to_ready_s"] < 60
+            assert doc["server_startup"]["model_memory_gib"] > 1
+            assert doc["profile"]["hardware"]["bandwidth_gbs"] == 273
+            assert doc["profile"]["model"]["active_params_b"] > 0
+            assert doc["single"]["decode_tok_s_median"] > 0
+        mtp = json.loads((bench.results / "T1" / host / "unsloth-mtp2.json").read_text())
+        assert len(mtp["spec_decode"]["acceptance_per_position"]) == 2
+
+
+def test_mamba_variant_fails_at_preflight_and_bypassed_one_at_launch_by_log_signature(bench, first_run):
+    for host in HOSTS:
+        pre = json.loads((bench.results / "T1" / host / "nvidia-mnbt2048.json").read_text())
+        assert pre["status"] == "failed" and pre["failure"]["stage"] == "preflight"
+        assert "Mamba cache align mode" in pre["failure"]["reason"]
+        assert "--max-num-batched-tokens 4096" in pre["failure"]["remedy"]
+        assert pre["variant"]["name"] == "nvidia-mnbt2048" and pre["launch_command"]
+        log = json.loads((bench.results / "T1" / host / "nvidia-mnbt2048-nopf.json").read_text())
+        assert log["status"] == "failed" and log["failure"]["stage"] == "launch"
+        assert log["failure"]["issues"] == ["mamba_align_block_size"]
+        assert "--max-num-batched-tokens 4096" in log["failure"]["remedy"]
+        assert "AssertionError: In Mamba cache align mode, block_size (2096)" in log["failure"]["log_excerpt"]
+
+
+def test_report_files_and_no_secret_anywhere(bench, first_run):
+    proc, _ = first_run
+    run = bench.results / "T1"
+    rows = list(csv.DictReader((run / "results.csv").open()))
+    assert len(rows) == len(HOSTS) * len(VARIANTS)
+    assert {r["failure_stage"] for r in rows if r["variant"] == "nvidia-mnbt2048"} == {"preflight"}
+    assert json.loads((run / "results.json").read_text())["simulated"] is True
+    report = (run / "report.md").read_text()
+    assert "**Simulated.**" in report and "## Failures" in report and "nvidia-mnbt2048-nopf" in report
+    texts = [proc.stdout, proc.stderr] + [p.read_text() for p in run.rglob("*") if p.is_file()]
+    assert not any(SECRET in t for t in texts), "HF token leaked into output or results"
+    # The token did reach the container side: HF_TOKEN is in the launch command, redacted.
+    doc = json.loads((run / "pt-sim01" / "nvidia-bare.json").read_text())
+    assert "HF_TOKEN=<redacted>" in doc["launch_command"]
+
+
+def test_rerun_with_the_same_run_id_skips_complete_results(bench, first_run):
+    run = bench.results / "T1" / "pt-sim01"
+    before = {p.name: p.stat().st_mtime_ns for p in run.glob("*.json")}
+    proc = bench.run("-e", "bench_run_id=T1", "-e", '{"bench_select": ["nvidia-bare", "nvidia-mnbt2048"], '
+                     '"bench_extra_variants": [{"name": "nvidia-mnbt2048", "build": "nvidia", "config": "bare", '
+                     '"args": {"max-num-batched-tokens": 2048}}]}')
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "skip: complete result with the same configuration hash" in proc.stdout
+    assert "TASK [vllm_server : Vllm server | start container]" in proc.stdout  # the task exists in the play...
+    assert "changed: [pt-sim01]" not in proc.stdout.split("TASK [vllm_server : Vllm server | start container]")[-1].split("TASK")[0]
+    after = {p.name: p.stat().st_mtime_ns for p in run.glob("*.json")}
+    assert after["nvidia-bare.json"] == before["nvidia-bare.json"]
+    # A failed variant is measured again (here: fails again at preflight, file rewritten).
+    assert after["nvidia-mnbt2048.json"] != before["nvidia-mnbt2048.json"]
+
+
+def test_check_mode_shows_commands_and_verdicts_and_starts_nothing(bench):
+    since = str(int(time.time()) - 1)
+    proc = bench.run("--check", "-e", "bench_run_id=DRY")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    out = proc.stdout
+    for v in VARIANTS:
+        assert f"TASK [Bench variant | plan {v}]" in out
+    assert out.count("command: docker run -d --name") == len(HOSTS) * len(VARIANTS)
+    assert "preflight: fail — hybrid model with prefix caching" in out
+    assert "preflight: skipped" in out and out.count("preflight: pass") == 2 * len(HOSTS)
+    assert "action: dry run (--check)" in out
+    events = subprocess.run(["docker", "events", "--since", since, "--until", str(int(time.time()) + 1),
+                             "--filter", "type=container", "--filter", "event=create", "--format", "{{.Actor.Attributes.name}}"],
+                            capture_output=True, text=True, timeout=30).stdout.split()
+    assert [e for e in events if e.startswith(bench.prefix) or e.startswith("sparkbench-")] == []
+    assert not (bench.results / "DRY").exists()
