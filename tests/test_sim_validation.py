@@ -96,3 +96,18 @@ def test_27b_and_nano_do_not_hit_the_mamba_assertion(sim_factory):
     assert sim_factory(model=D27, args=SEED_FLAGS).proc.poll() is None
     nano = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
     assert sim_factory(model=nano, args=["--quantization", "modelopt"]).proc.poll() is None
+
+
+def test_gated_model_needs_a_token_or_the_cache(tmp_path, sim_factory):
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": ""}
+    p = run_sim("google/gemma-3-4b-it", [], env)
+    assert p.returncode == 1 and p.stderr.strip().splitlines()[-1].startswith(
+        "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo google/gemma-3-4b-it")
+    # After a download with a token, the cached snapshot serves without one.
+    import os
+    d = subprocess.run([sys.executable, str(SIM_DIR), "hf", "download", "google/gemma-3-4b-it", "--quiet"],
+                       env={**os.environ, **env, "HF_TOKEN": "hf_test_token", "VLLM_SIM_DOWNLOAD_SECONDS": "0"},
+                       capture_output=True, text=True, timeout=30)
+    assert d.returncode == 0 and "hf_test_token" not in d.stdout + d.stderr
+    sim = sim_factory(model="google/gemma-3-4b-it", env=env)
+    assert sim.proc.poll() is None

@@ -294,6 +294,13 @@ def serve(argv: list[str]) -> int:
     except profiles.ProfileError as e:
         fatal(f"ValueError: vllm_sim: {e}")
     spec_k, mml, max_seqs, max_batched = validate(args, knobs, hw, model)
+    if model.get("gated"):
+        from . import hf
+        cached = (hf.hub_cache(args.download_dir) / ("models--" + model["id"].replace("/", "--")) / "snapshots")
+        if not hf._token(None) and not any(cached.glob("*/config.json")) and not os.path.isdir(args.model_tag):
+            fatal(f"huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo "
+                  f"{model['id']}: the model is not in the Hugging Face cache and no HF_TOKEN is set; "
+                  "download it with a token first or pass HF_TOKEN.")
     pacing = PacingModel(hw, model, version=knobs.version, kv_cache_dtype=args.kv_cache_dtype,
                          moe_backend=args.moe_backend, host_efficiency=knobs.efficiency,
                          bandwidth_gbps=knobs.bandwidth_gbps, spec_k=spec_k)
