@@ -63,4 +63,6 @@ for v in "${expanded[@]}"; do
     docker tag "$tag" "$name:latest"
   fi
 done
+# Old builds of these tags become dangling: remove those (only ours, never an image in use).
+docker image prune -f --filter "label=$label" >/dev/null 2>&1 || true
 say "done: $(for v in $seen; do printf '%s:v%s ' "$name" "$v"; done)$(case " $seen " in *" 0.25.0 "*) printf '%s:latest' "$name";; esac)"
