@@ -1,0 +1,96 @@
+"""Shared helpers of the reliability suite (no tests here; imported by tests/test_reliability_*.py): run bench.yml on the
+reliability fixture fleet with real ansible-playbook and a real Docker engine, read its per-host
+messages, list the containers it created, and clean up.
+
+The fixture inventory (tests/fixtures/reliability/inventory/) is added to the project inventory,
+so the project's matrix and sim_sparks settings apply; results and the model cache go to the
+test's tmp_path (SPARKBENCH_TEST_RESULTS / SPARKBENCH_TEST_HF_CACHE).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "reliability"
+INVENTORY = FIXTURES / "inventory"
+VENV_BIN = Path(sys.executable).parent
+CONTAINER_PREFIXES = ("sparkbench-vllm-", "sparkbench-probe-", "sparkbench-download-")
+
+
+@dataclass
+class PlaybookRun:
+    """One ansible-playbook run: exit status, combined output, the containers it created."""
+
+    rc: int
+    output: str
+    created: list[str]
+    results: Path
+    run_id: str
+
+    def fatal(self, host: str) -> str:
+        """Every ``fatal: [host...]`` block of the output for ``host``, joined (one string)."""
+        blocks = re.findall(r"^fatal: \[" + re.escape(host) + r"(?: -> \S+)?\]: (?:FAILED|UNREACHABLE)! =>.*?(?=^\S|\Z)",
+                            self.output, flags=re.M | re.S)
+        # YAML output doubles single quotes inside quoted strings: undo that for matching.
+        return " ".join(" ".join(b.split()) for b in blocks).replace("''", "'")
+
+    def result(self, host: str, variant: str) -> dict:
+        """The result file results/<run>/<host>/<variant>.json."""
+        return json.loads((self.results / self.run_id / host / f"{variant}.json").read_text(encoding="utf-8"))
+
+    def created_for(self, host: str) -> list[str]:
+        """Containers created during the run for ``host`` (any sparkbench container kind)."""
+        return [n for n in self.created if n.endswith("-" + host)]
+
+
+def docker_names_created(since: float, until: float) -> list[str]:
+    """Names of containers created between two UNIX times (``docker events``, so a container that
+    was created and removed again during the run is still seen)."""
+    out = subprocess.run(["docker", "events", "--since", f"{since:.3f}", "--until", f"{until:.3f}",
+                          "--filter", "type=container", "--filter", "event=create",
+                          "--format", "{{.Actor.Attributes.name}}"], capture_output=True, text=True, timeout=60)
+    return [n for n in out.stdout.split() if n]
+
+
+def remove_containers(hosts: list[str]) -> None:
+    """Force-remove every sparkbench container of these hosts (test teardown)."""
+    names = [p + h for h in hosts for p in CONTAINER_PREFIXES]
+    subprocess.run(["docker", "rm", "-f", *names], capture_output=True, timeout=60)
+
+
+def base_env(results: Path, hf_cache: Path, **extra: str) -> dict[str, str]:
+    """The environment of a test run: no token or key from the caller's shell, fixture paths."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "SPARKBENCH_API_KEY")}
+    env.update({"PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
+                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
+                "SPARKBENCH_TEST_RESULTS": str(results), "SPARKBENCH_TEST_HF_CACHE": str(hf_cache)})
+    env.update(extra)
+    return env
+
+
+def playbook_cmd(limit: str, run_id: str, *extra_args: str) -> list[str]:
+    """ansible-playbook bench.yml on the project + fixture inventories."""
+    return [str(VENV_BIN / "ansible-playbook"), "-i", str(REPO / "inventory"), "-i", str(INVENTORY),
+            "-l", limit, str(REPO / "bench.yml"), "-e", f"bench_run_id={run_id}", *extra_args]
+
+
+def run_playbook(tmp: Path, limit: str, run_id: str, *extra_args: str, env_extra: dict | None = None,
+                 timeout: float = 420) -> PlaybookRun:
+    """Run bench.yml to the end and collect what the tests assert on."""
+    results, hf = tmp / "results", tmp / "hf"
+    results.mkdir(exist_ok=True)
+    hf.mkdir(exist_ok=True)
+    since = time.time() - 1
+    proc = subprocess.run(playbook_cmd(limit, run_id, *extra_args), cwd=REPO, capture_output=True, text=True,
+                          env=base_env(results, hf, **(env_extra or {})), timeout=timeout)
+    until = time.time() + 1
+    return PlaybookRun(rc=proc.returncode, output=proc.stdout + proc.stderr,
+                       created=docker_names_created(since, until), results=results, run_id=run_id)
