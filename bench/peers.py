@@ -92,10 +92,28 @@ def prepare(quick: bool = False) -> bool:
     return True
 
 
-def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", NO_COLOR="1",
-               HF_HOME=str(WORK / "hf-home"))
+def _run(cmd: list[str], cwd: Path, timeout: float, offline: bool = True) -> subprocess.CompletedProcess:
+    """Run a peer with a private HF_HOME; ``offline`` also sets HF_HUB_OFFLINE=1.
+
+    AIPerf 0.13.0 cannot load a local tokenizer folder when HF_HUB_OFFLINE=1 is set (it then
+    validates the path as a Hub repo id and exits 1, checked here), so it runs without that
+    variable; it downloads nothing either way — its tokenizer is the local folder.
+    """
+    env = dict(os.environ, NO_COLOR="1", HF_HOME=str(WORK / "hf-home"))
+    if offline:
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _first_error(log: Path | None, r: subprocess.CompletedProcess) -> str:
+    """The first ERROR line of a peer's log (else its last output line), without paths."""
+    lines: list[str] = []
+    if log is not None and log.exists():
+        lines = [l for l in log.read_text(errors="replace").splitlines() if " ERROR " in l]
+    if not lines:
+        lines = (r.stderr or r.stdout or "no output").strip().splitlines()[-1:]
+    msg = lines[0].split(" ERROR - ", 1)[-1] if lines else "no output"
+    return msg.replace(str(WORK), "bench/.work")[:240]
 
 
 def run_aiperf(url: str, model: str, streams: int, tokens: int, count: int, tag: str) -> dict[str, Any]:
@@ -108,11 +126,10 @@ def run_aiperf(url: str, model: str, streams: int, tokens: int, count: int, tag:
            "--request-count", str(count), "--osl", str(tokens),
            "--extra-inputs", "ignore_eos:true", "--extra-inputs", f"min_tokens:{tokens}",
            "--output-artifact-dir", str(out), "--ui", "none"]
-    r = _run(cmd, WORK, 600)
+    r = _run(cmd, WORK, 600, offline=False)
     f = out / "profile_export_aiperf.json"
     if r.returncode != 0 or not f.exists():
-        tail = ((r.stderr or r.stdout).strip().splitlines() or ["no output"])[-1]
-        return {"error": f"AIPerf exit {r.returncode}: {tail[:200]}"}
+        return {"error": f"AIPerf exit {r.returncode}: {_first_error(out / 'logs' / 'aiperf.log', r)}"}
     d = json.loads(f.read_text())
     per_user = d.get("output_token_throughput_per_user") or {}
     return {"decode": per_user.get("p50"),
@@ -137,8 +154,7 @@ def run_guidellm(url: str, model: str, streams: int, tokens: int, count: int, ta
     r = _run([str(VENV["GuideLLM"] / "bin" / "guidellm"), "run", "-c", str(sf),
               "--disable-console-interactive"], WORK, 600)
     if r.returncode != 0 or not out.exists():
-        tail = ((r.stderr or r.stdout).strip().splitlines() or ["no output"])[-1]
-        return {"error": f"GuideLLM exit {r.returncode}: {tail[:200]}"}
+        return {"error": f"GuideLLM exit {r.returncode}: {_first_error(None, r)}"}
     b = json.loads(out.read_text())["benchmarks"][0]
     itls = [q["inter_token_latency_ms"] for q in b["requests"]["successful"]
             if q.get("inter_token_latency_ms")]
