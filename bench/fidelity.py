@@ -240,6 +240,15 @@ def run(quick: bool = False) -> Section:
         lines.append("- Worse than a peer (by more than 0.1 point) at: " + "; ".join(peer_worse) + ".")
     elif use_peers is not None:
         lines.append("- No worse than either peer (within 0.1 point) wherever both ran.")
+    comb_errs = [r["measure_err"] for r in pars if r["measure_err"] is not None]
+    if comb_errs and max(comb_errs) < 0:
+        lines.append(
+            f"- measure.py's combined figure reads low at every level (median "
+            f"{pct(median(comb_errs), 3)}): its window runs from the client's first send to the "
+            "client's receipt of the last chunk, the truth's from the server's first arrival to "
+            "the server's last token; the difference is the loopback and simulator HTTP latency "
+            "at both ends (a few ms on a window of 0.3–3 s). It shrinks with longer windows "
+            "(more tokens per request) and is the same for any client-side tool.")
     peer_note = ""
     if use_peers is None:
         peer_note = f"\n¹ Peers not run: {peer_state}\n"

@@ -177,7 +177,7 @@ def run(quick: bool = False) -> Section:
     """Measure table 3 and return its section."""
     common.require(REPO / "bench.yml", "bench.yml")
     ladder = [1, 2, 4] if quick else [1, 2, 4, 8]
-    repeats = 1 if quick else 2
+    repeats = 1
     points: list[dict[str, Any]] = []
     for v in ladder:
         walls, per_v, meas_all = [], [], []
