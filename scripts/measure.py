@@ -938,6 +938,18 @@ def last_number(text: str) -> float | None:
     return float(found[-1]) if found else None
 
 
+# Inside new mount (+network) namespaces: make every mount read-only, put a 16 MiB tmpfs on the
+# working directory, then exec the interpreter. Runs only in the new namespace (private
+# propagation), so the host's mounts are untouched. Exit 97 when the root cannot be made read-only.
+_RO_SCRIPT = """mount --make-rprivate / 2>/dev/null
+for m in $(awk '{print $5}' /proc/self/mountinfo | sort -r); do mount -o remount,bind,ro "$m" 2>/dev/null; done
+mount -t tmpfs -o size=16m,mode=0777 sparkbench-sandbox "$PWD" || exit 97
+cd "$PWD" || exit 97
+mount -o remount,bind,ro / || exit 97
+exec "$@"
+"""
+
+
 class Sandbox:
     """Runs untrusted Python: Docker (preferred), else unshare user+net namespace, else nothing."""
 
@@ -966,22 +978,38 @@ class Sandbox:
         unshare = shutil.which("unshare")
         if unshare and self.python:
             self.unshare = unshare
+            self.setpriv = shutil.which("setpriv")
             self.kind = "unshare"
-            self.protections = ["user-namespace", "network-namespace:no-network",
-                                f"rlimit-cpu:{int(SANDBOX_TIMEOUT_S)}s", "rlimit-as:512MiB",
-                                "rlimit-fsize:1MiB", "empty-temp-cwd", "isolated-python",
-                                f"timeout:{SANDBOX_TIMEOUT_S:g}s"]
-            if os.geteuid() == 0:
-                self.protections.append(f"uid:{SANDBOX_USER}")
-            ok, out = self.run("print(6 * 7)\n")
-            if ok and out.strip() == "42":
-                return
-            reasons.append(f"unshare sandbox does not work here: {out.strip()[:120]}")
+            errors = []
+            for variant in ("readonly", "plain"):
+                if variant == "readonly" and os.geteuid() == 0 and not self.setpriv:
+                    continue
+                self.variant = variant
+                self.protections = self._protections(variant)
+                ok, out = self.run("print(6 * 7)\n")
+                if ok and out.strip() == "42":
+                    return
+                errors.append(f"{variant}: {out.strip()[-120:]}")
+            reasons.append("unshare sandbox does not work here: " + "; ".join(errors))
         else:
             reasons.append("unshare or python3 not found")
         self.kind = "none"
         self.protections = []
         self.reason = "; ".join(reasons)
+
+    def _protections(self, variant: str) -> list[str]:
+        root = os.geteuid() == 0
+        out = [] if (root and variant == "readonly") else ["user-namespace"]
+        out.append("network-namespace:no-network")
+        if variant == "readonly":
+            out += ["mount-namespace:read-only-filesystem", "tmpfs-cwd:16MiB"]
+        else:
+            out.append("empty-temp-cwd")
+        out += [f"rlimit-cpu:{int(SANDBOX_TIMEOUT_S)}s", "rlimit-as:512MiB", "rlimit-fsize:1MiB",
+                "isolated-python", f"timeout:{SANDBOX_TIMEOUT_S:g}s"]
+        if root:
+            out.append(f"uid:{SANDBOX_USER}")
+        return out
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind, "protections": list(self.protections)}
@@ -1011,7 +1039,8 @@ class Sandbox:
         if self.kind == "unshare":
             with tempfile.TemporaryDirectory(prefix="sparkbench-sandbox-") as tmp:
                 root = os.geteuid() == 0
-                if root:
+                readonly = self.variant == "readonly"
+                if root and not readonly:
                     os.chown(tmp, SANDBOX_USER, SANDBOX_USER)
 
                 def limits() -> None:
@@ -1019,13 +1048,23 @@ class Sandbox:
                     resource.setrlimit(resource.RLIMIT_CPU, (int(SANDBOX_TIMEOUT_S), int(SANDBOX_TIMEOUT_S)))
                     resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
                     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
-                    if root:
+                    if root and not readonly:
                         os.setgroups([])
                         os.setgid(SANDBOX_USER)
                         os.setuid(SANDBOX_USER)
 
-                cmd = [self.unshare, "-rn", self.python or "python3", "-I", "-"]
-                env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "LANG": "C.UTF-8"}
+                py = [self.python or "python3", "-I", "-"]
+                if readonly and root:
+                    # root needs no user namespace: mount + network namespaces, every mount
+                    # read-only, then drop to nobody for the interpreter
+                    cmd = [self.unshare, "--propagation", "private", "-mn", "sh", "-c", _RO_SCRIPT, "sandbox",
+                           self.setpriv or "setpriv", f"--reuid={SANDBOX_USER}", f"--regid={SANDBOX_USER}",
+                           "--clear-groups", *py]
+                elif readonly:
+                    cmd = [self.unshare, "--propagation", "private", "-rmn", "sh", "-c", _RO_SCRIPT, "sandbox", *py]
+                else:
+                    cmd = [self.unshare, "-rn", *py]
+                env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": tmp, "LANG": "C.UTF-8"}
                 try:
                     r = subprocess.run(cmd, input=code.encode(), capture_output=True, cwd=tmp, env=env,
                                        timeout=SANDBOX_TIMEOUT_S + 5, preexec_fn=limits)
@@ -1143,6 +1182,9 @@ def names_colour(answer: str, expected: str, palette: list[str]) -> tuple[bool, 
 
 SMI_FIELDS = ["index", "name", "power.draw", "temperature.gpu", "clocks.sm", "utilization.gpu",
               "memory.used", "memory.total"]
+# header names nvidia-smi prints for the query names above (it shows the canonical name)
+SMI_ALIASES = {"clocks.current.sm": "clocks.sm", "temperature.gpu.current": "temperature.gpu",
+               "power.draw.instant": "power.draw", "power.draw.average": "power.draw"}
 _NA = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "", "[gpu is lost]"}
 
 
@@ -1169,7 +1211,7 @@ def parse_nvidia_smi_csv(text: str) -> list[dict[str, Any]]:
             continue
         cells = [c.strip() for c in s.split(",")]
         if any(c.split(" [")[0].strip() == "power.draw" for c in cells):
-            fields = [c.split(" [")[0].strip() for c in cells]
+            fields = [SMI_ALIASES.get(c.split(" [")[0].strip(), c.split(" [")[0].strip()) for c in cells]
             continue
         if len(cells) != len(fields):
             continue

@@ -270,7 +270,32 @@ H200 = sorted(FIX.glob("nvidia-smi-h200-*.txt"))
 def test_recorded_h200_nvidia_smi_parses(path: Path) -> None:
     rows = M.parse_nvidia_smi_csv(path.read_text(encoding="utf-8", errors="replace"))
     assert rows, f"no GPU rows parsed from {path.name}"
-    assert all(isinstance(r.get("power.draw"), float) for r in rows)
+    for r in rows:
+        assert r["name"] == "NVIDIA H200"
+        for key in ("power.draw", "temperature.gpu", "clocks.sm", "utilization.gpu", "memory.used", "memory.total"):
+            assert isinstance(r.get(key), float), (key, r)
+        assert r["memory.total"] == 143771
+
+
+def test_h200_header_with_units_reads_like_noheader() -> None:
+    """nvidia-smi prints clocks.sm as 'clocks.current.sm [MHz]' in the header: same numbers either way."""
+    a = FIX / "nvidia-smi-h200-idle-csv-header-units.txt"
+    b = FIX / "nvidia-smi-h200-idle-noheader-nounits.txt"
+    if not (a.exists() and b.exists()):
+        pytest.skip("H200 idle recordings not present")
+    agg_a = M.aggregate_gpus(M.parse_nvidia_smi_csv(a.read_text()))
+    agg_b = M.aggregate_gpus(M.parse_nvidia_smi_csv(b.read_text()))
+    assert agg_a == agg_b
+    assert agg_a == {"power_w": 130.23, "temperature_c": 40.0, "sm_clock_mhz": 1980.0, "utilization_pct": 0.0,
+                     "gpu_memory_used_mib": 0.0}
+
+
+def test_h200_under_load_samples() -> None:
+    path = FIX / "nvidia-smi-h200-load-noheader-nounits.txt"
+    if not path.exists():
+        pytest.skip("H200 load recording not present")
+    rows = M.parse_nvidia_smi_csv(path.read_text())
+    assert max(r["power.draw"] for r in rows) > 400 and max(r["utilization.gpu"] for r in rows) > 90
 
 
 # ---- quality checks -------------------------------------------------------------------------------
@@ -312,7 +337,7 @@ GOOD = "はい。\n```python\ndef is_prime(n):\n    if n < 2:\n        return Fa
 BAD = "```python\ndef is_prime(n):\n    return n % 2 == 1\n```"
 NET = "```python\nimport socket\nsocket.create_connection(('1.1.1.1', 53), timeout=3)\n" \
       "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n```"
-WRITE = "```python\nopen('/etc/sparkbench-escape', 'w').write('x')\n" \
+WRITE = "```python\nopen('/var/tmp/sparkbench-escape', 'w').write('x')\n" \
         "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n```"
 
 
@@ -333,8 +358,12 @@ def test_unshare_sandbox_runs_asserts_and_blocks_network_and_writes() -> None:
     assert M.check_quality(Q["code"], _res(BAD), 4096, sb)[0] == "fail"
     status, details = M.check_quality(Q["code"], _res(NET), 4096, sb)
     assert status == "fail" and "Network is unreachable" in details["output_tail"]
-    assert M.check_quality(Q["code"], _res(WRITE), 4096, sb)[0] == "fail"
-    assert not Path("/etc/sparkbench-escape").exists()
+    if "mount-namespace:read-only-filesystem" in sb.protections:
+        status, details = M.check_quality(Q["code"], _res(WRITE), 4096, sb)
+        assert status == "fail" and "Read-only file system" in details["output_tail"]
+        assert not Path("/var/tmp/sparkbench-escape").exists()
+    scratch = M.Sandbox.run(sb, "open('scratch.txt', 'w').write('ok')\nprint(open('scratch.txt').read())\n")
+    assert scratch == (True, "ok\n")  # the working directory stays writable
     assert M.check_quality(Q["code"], _res("no code here"), 4096, sb)[0] == "fail"
 
 
