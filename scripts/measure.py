@@ -1701,9 +1701,13 @@ class Measurement:
                 if rec["length_ok"] is False:
                     self.error("single", i, f"asked for {a.output_tokens} tokens, server generated "
                                             f"{rec['completion_tokens']} (length not forced)")
-                dec = f"{rec['decode_tok_s']:.2f} tok/s" if rec["decode_tok_s"] else f"no decode figure ({rec.get('decode_reason')})"
-                log(f"single {i + 1}/{a.runs}: decode {dec}, TTFT {rec['ttft_s']:.3f} s")
             self.summarise_single()
+            if not r.error:
+                dec = (f"{rec['decode_tok_s']:.2f} tok/s" if rec["decode_tok_s"]
+                       else f"no decode figure ({rec.get('decode_reason')})")
+                med = self.doc["single"]["decode_tok_s_median"]
+                log(f"single {i + 1}/{a.runs}: decode {dec}, TTFT {rec['ttft_s']:.3f} s"
+                    + (f" (median so far {med:.2f} tok/s)" if med else ""))
         self.end("single", before, tokens)
 
     def summarise_single(self) -> None:
@@ -1762,8 +1766,10 @@ class Measurement:
         self.doc["parallel"].append(entry)
         self.end(phase, before, sum(t or 0 for t in tokens))
         comb = entry["combined_tok_s"]
-        log(f"parallel {n}: combined {comb:.2f} tok/s" if comb else f"parallel {n}: no combined figure"
-            f" ({entry.get('combined_reason')})")
+        if comb:
+            log(f"parallel {n}: combined {comb:.2f} tok/s, {entry['completed']}/{n} completed")
+        else:
+            log(f"parallel {n}: no combined figure ({entry.get('combined_reason')})")
 
     def context(self, depth: int, chars_per_token: float) -> float:
         a = self.args
@@ -1863,7 +1869,10 @@ class Measurement:
         doc["finished_at"] = utc_now()
         # spec decode
         spec_present = any(b is not None or a is not None for b, a in self.spec_phases.values())
-        if not self.metrics_ok:
+        if not self.spec_phases:
+            doc["spec_decode"] = None
+            doc["spec_decode_reason"] = "not measured: the run stopped before any phase"
+        elif not self.metrics_ok:
             doc["spec_decode"] = None
             doc["spec_decode_reason"] = self.metrics_reason or "no /metrics endpoint"
         elif not spec_present:
