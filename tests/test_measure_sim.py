@@ -159,10 +159,12 @@ def test_full_run_every_phase(sim_factory, tmp_path: Path) -> None:
 # ---- fidelity -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec", [BARE, MTP3], ids=["bare", "mtp3"])
-def test_single_stream_decode_within_1pct_of_server_truth(sim_factory, tmp_path: Path, spec: list[str]) -> None:
-    """Truth: mean of vllm:request_time_per_output_token_seconds over the phase, as tok/s = count/sum."""
-    sim = sim_factory(model=MODEL, args=[*spec, *QWEN], env={"VLLM_SIM_RATE": "120"})
+@pytest.mark.parametrize("spec,rate", [(BARE, "120"), (MTP3, "80")], ids=["bare", "mtp3"])
+def test_single_stream_decode_within_1pct_of_server_truth(sim_factory, tmp_path: Path, spec: list[str],
+                                                          rate: str) -> None:
+    """Truth: mean of vllm:request_time_per_output_token_seconds over the phase, as tok/s = count/sum.
+    Rates chosen so each run lasts about 2 s (1 % = 20 ms of scheduling slack on a loaded machine)."""
+    sim = sim_factory(model=MODEL, args=[*spec, *QWEN], env={"VLLM_SIM_RATE": rate})
     before = scrape(sim.base_url)
     rc, doc, _, stderr = measure(["--base-url", sim.base_url, "--runs", "3", "--warmup", "0",
                                   "--concurrency", "none", "--output-tokens", "256"], tmp_path / "r.json")
@@ -182,7 +184,7 @@ def test_single_stream_decode_within_1pct_of_server_truth(sim_factory, tmp_path:
         assert doc["spec_decode"]["mean_acceptance_length"] > 2
 
 
-@pytest.mark.parametrize("n,rate,tokens", [(8, "150", 64), (64, "150", 40)])
+@pytest.mark.parametrize("n,rate,tokens", [(8, "150", 160), (64, "150", 80)])
 def test_combined_throughput_within_2pct_of_server_timeline(sim_factory, tmp_path: Path, n: int, rate: str,
                                                             tokens: int) -> None:
     """Truth from /sim/requests: sum(completion_tokens) / (last token - first arrival) of the wave."""
