@@ -205,7 +205,7 @@ def run(quick: bool = False) -> Section:
     goal_met = marginal is not None and marginal <= GOAL_PER_VARIANT_S
     table = md_table(
         ["variants", "wall time, median (runs)", "load (knob) total", "measurement total",
-         "overhead per variant"],
+         "overhead / variants (fixed part shared)"],
         [[str(p["variants"]), f"{fmt(p['wall'])} s ({', '.join(fmt(w) for w in p['walls'])})",
           f"{fmt(p['variants'] * LOAD_S)} s", f"{fmt(p['measure'])} s" if p["measure"] else "—",
           f"{fmt(p['per_variant'])} s" if p["per_variant"] is not None else "—"] for p in points])
@@ -233,7 +233,8 @@ over variants ({fmt(k, 2)} s per variant) − load ({LOAD_S:g} s) − measuremen
 
 {verdict}
 
-Slowest tasks (summed over both variants and the run's fixed part):
+Slowest tasks of a profiled run with 2 variants (`ANSIBLE_CALLBACKS_ENABLED=profile_tasks`;
+seconds summed over both variants and the run's fixed part):
 
 {top_table}
 """
