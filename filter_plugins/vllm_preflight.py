@@ -116,6 +116,8 @@ class _Context:
                 return _MISSING
             return (self.tables.get(table.group(1)) or {}).get(str(key), _MISSING)
         scope, _, field = operand.partition(".")
+        if scope == "tables":
+            return self.tables.get(field, _MISSING)
         if scope == "flag":
             if field in self.flags:
                 return self.flags[field]

@@ -264,3 +264,23 @@ def test_every_known_issue_is_well_formed():
         # Every rule with preflight conditions must also recognise the failure after launch.
         if issue.get("preflight"):
             assert issue.get("signature"), issue["id"]
+
+
+def test_unknown_quantization_and_string_json_flags():
+    v = _variant(quantization="nvfp5")
+    verdict = vp.vllm_preflight(v, ISSUES, NV_MODEL, HW)
+    assert [f["id"] for f in verdict["failures"]] == ["unknown_quantization"]
+    assert "quantization method nvfp5" in verdict["failures"][0]["reason"]
+    assert "remove --quantization" in verdict["failures"][0]["remedy"]
+    with pytest.raises(AnsibleFilterError, match=r"args\.speculative-config is not valid JSON.*YAML mapping"):
+        vm.variant_matrix([{"name": "a", "model": "m"}],
+                          [{"name": "bare", "args": {"speculative-config": '{"method": "mtp", num_speculative_tokens: 2'}}], image="i")
+    ok = vm.variant_matrix([{"name": "a", "model": "m"}],
+                           [{"name": "mtp", "args": {"speculative-config": '{"method":"mtp"}'}}], image="i")
+    assert va.vllm_args(ok[0])[-2:] == ["--speculative-config", '{"method":"mtp"}']
+
+
+def test_port_in_use_signature_names_the_fix():
+    m = vp.vllm_log_match("OSError: [Errno 98] error while attempting to bind on address ('127.0.0.1', 8000): "
+                          "address already in use", ISSUES)
+    assert m["id"] == "port_in_use" and "vllm_server_port" in m["remedy"] and "already in use" in m["reason"]
