@@ -45,7 +45,7 @@ class Progress:
         self.on_change = on_change
         self.finished = False
         self._last_failure: dict[str, str] = {}  # host → "task: message" of its last unrescued-looking failure
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: on_change callbacks read snapshots
 
     # ------------------------------------------------------------------ queries
     def snapshot(self) -> dict[str, dict[str, str]]:
@@ -56,7 +56,9 @@ class Progress:
     def variant_names(self) -> list[str]:
         """Every variant name seen, in first-planned order."""
         seen: list[str] = []
-        for s in self.hosts.values():
+        with self._lock:
+            hosts = list(self.hosts.values())
+        for s in hosts:
             for v in s.variants:
                 if v not in seen:
                     seen.append(v)
@@ -72,7 +74,8 @@ class Progress:
 
     def failed_hosts(self) -> dict[str, str]:
         """Hosts that failed as a whole, with the reason."""
-        return {h: s.failed for h, s in self.hosts.items() if s.failed}
+        with self._lock:
+            return {h: s.failed for h, s in self.hosts.items() if s.failed}
 
     # ------------------------------------------------------------------ updates
     def _set(self, host: str, variant: str, state: str, note: str | None = None) -> None:

@@ -1,0 +1,112 @@
+"""Progress states from ansible-runner events (synthetic event dicts shaped like ansible-runner's)
+and the two views: a redrawn table on a TTY, plain lines otherwise."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from sparkbench_runner.progress import Progress  # noqa: E402
+from sparkbench_runner.view import View, table  # noqa: E402
+
+
+def ev(kind: str, host: str | None, task: str, **data) -> dict:
+    return {"event": kind, "event_data": {"host": host, "task": task, **data}}
+
+
+def plan(host: str, names: list[str]) -> dict:
+    return ev("runner_on_ok", host, "Bench | plan", res={"msg": names})
+
+
+def test_variant_lifecycle_and_changes():
+    changes = []
+    p = Progress(changes.append)
+    p.handle(plan("h1", ["a-bare", "a-mtp2"]))
+    assert p.snapshot() == {"h1": {"a-bare": "waiting", "a-mtp2": "waiting"}}
+    p.handle(ev("runner_on_start", "h1", "Bench variant | launch a-bare"))
+    p.handle(ev("runner_on_start", "h1", "Bench variant | measure a-bare"))
+    p.handle(ev("runner_on_ok", "h1", "Bench variant | record result a-bare"))
+    p.handle(ev("runner_on_start", "h1", "Bench variant | launch a-mtp2"))
+    p.handle(ev("runner_on_failed", "h1", "Bench variant | launch a-mtp2", res={"msg": "boom\nmore"}))
+    p.handle(ev("runner_on_ok", "h1", "Bench variant | record failure a-mtp2"))
+    p.handle(ev("playbook_on_stats", None, "", failures={}, dark={}))
+    assert p.snapshot() == {"h1": {"a-bare": "done", "a-mtp2": "failed"}}
+    assert [c for c in changes if c[1] == "a-bare"] == [
+        ("h1", "a-bare", "waiting"), ("h1", "a-bare", "launching"), ("h1", "a-bare", "measuring"),
+        ("h1", "a-bare", "done")]
+    assert p.hosts["h1"].notes["a-mtp2"] == "Bench variant | launch a-mtp2: boom"
+    assert p.failed_hosts() == {} and p.finished
+
+
+def test_no_regression_and_final_states_stick():
+    p = Progress()
+    p.handle(plan("h1", ["x"]))
+    p.handle(ev("runner_on_start", "h1", "Bench variant | measure x"))
+    p.handle(ev("runner_on_start", "h1", "Bench variant | launch x"))  # late event: no step back
+    assert p.snapshot()["h1"]["x"] == "measuring"
+    p.handle(ev("runner_on_ok", "h1", "Bench variant | record result x"))
+    p.handle(ev("runner_on_ok", "h1", "Bench variant | record failure x"))
+    assert p.snapshot()["h1"]["x"] == "done"
+    # other tasks and other names are ignored
+    p.handle(ev("runner_on_ok", "h1", "Bench variant | record result X-Upper"))
+    p.handle(ev("runner_on_ok", "h1", "vllm_server : wait for /health"))
+    assert p.snapshot() == {"h1": {"x": "done"}}
+
+
+def test_unreachable_and_unrescued_failure_fail_the_host():
+    p = Progress()
+    p.handle(plan("h1", ["x", "y"]))
+    p.handle(plan("h2", ["x"]))
+    p.handle(ev("runner_on_unreachable", "h2", "Bench | provision the host",
+                res={"msg": "Failed to connect to the host via ssh: Connection refused"}))
+    assert p.snapshot()["h2"] == {"x": "failed"}
+    assert p.failed_hosts()["h2"].startswith("unreachable: Failed to connect")
+    p.handle(ev("runner_on_start", "h1", "Bench variant | launch x"))
+    p.handle(ev("runner_on_failed", "h1", "Bench | provision the host", res={"msg": "disk full"}))
+    p.handle(ev("playbook_on_stats", None, "", failures={"h1": 1}, dark={"h2": 1}))
+    assert p.snapshot()["h1"] == {"x": "failed", "y": "failed"}
+    assert p.failed_hosts()["h1"] == "failed at Bench | provision the host: disk full"
+    assert p.counts()["failed"] == 3
+
+
+def test_unfinished_variant_is_failed_at_the_end():
+    p = Progress()
+    p.handle(plan("h1", ["x"]))
+    p.handle(ev("runner_on_start", "h1", "Bench variant | launch x"))
+    p.handle(ev("playbook_on_stats", None, "", failures={}, dark={}))
+    assert p.snapshot()["h1"]["x"] == "failed"
+    assert "never finished" in p.hosts["h1"].notes["x"]
+
+
+def test_plain_view_prints_one_line_per_change():
+    out = io.StringIO()
+    p = Progress()
+    v = View(p, stream=out, tty=False)
+    p.on_change = v.change
+    p.handle(plan("h1", ["x"]))
+    p.handle(ev("runner_on_start", "h1", "Bench variant | launch x"))
+    v.stop()
+    lines = out.getvalue().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == ["h1 x: waiting", "h1 x: launching"]
+    assert "\x1b[" not in out.getvalue()
+
+
+def test_tty_view_redraws_a_table():
+    out = io.StringIO()
+    p = Progress()
+    v = View(p, stream=out, tty=True)
+    p.on_change = v.change
+    p.handle(plan("h1", ["a-bare", "b-bare"]))
+    p.handle(plan("h2", ["a-bare"]))
+    p.handle(ev("runner_on_ok", "h1", "Bench variant | record result a-bare"))
+    v.stop()
+    text = out.getvalue()
+    assert "\x1b[" in text and "F\x1b[J" in text  # cursor up + clear: redrawn in place
+    last = table(p, 1.0)
+    assert "✔  done" in last and "·  waiting" in last
+    assert last.splitlines()[0].split() == ["a-bare", "b-bare"]
+    assert "1 done · 0 failed · 0 running · 2 waiting" in last
