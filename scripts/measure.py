@@ -1026,7 +1026,7 @@ class Sandbox:
             cmd = [self.docker, "run", "--rm", "-i", "--name", name, "--network", "none", "--read-only",
                    "--memory", "256m", "--pids-limit", "64", "--cap-drop", "ALL",
                    "--security-opt", "no-new-privileges", "--user", f"{SANDBOX_USER}:{SANDBOX_USER}",
-                   self.image or "", "python3", "-"]
+                   "--entrypoint", "python3", self.image or "", "-"]  # vLLM images' entrypoint is `vllm serve`
             try:
                 r = subprocess.run(cmd, input=code.encode(), capture_output=True, timeout=SANDBOX_TIMEOUT_S + 30)
             except subprocess.TimeoutExpired:

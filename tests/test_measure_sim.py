@@ -98,10 +98,11 @@ def test_full_run_every_phase(sim_factory, tmp_path: Path) -> None:
     sim = sim_factory(model=MODEL, args=[*MTP3, *QWEN, "--api-key", "sk-sparkbench-secret-123"],
                       env={"VLLM_SIM_RATE": "150", "VLLM_SIM_SHORT_THINKING": "1"})
     out = tmp_path / "r.json"
-    docker_image = []
-    if subprocess.run(["docker", "image", "inspect", "sparkbench/debian-base:bookworm"],
-                      capture_output=True).returncode == 0:
-        docker_image = ["--sandbox-image", "sparkbench/debian-base:bookworm"]
+    docker_image = []  # as the llm_bench role does: the server's own image (entrypoint `vllm serve`)
+    for image in ("sparkbench/vllm-sim:latest", "sparkbench/debian-base:bookworm"):
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0:
+            docker_image = ["--sandbox-image", image]
+            break
     rc, doc, stdout, stderr = measure(
         ["--base-url", sim.base_url, "--runs", "3", "--output-tokens", "128", "--concurrency", "2,4",
          "--context", "0,3000", "--quality", "--quality-max-tokens", "2048", "--image", *docker_image],

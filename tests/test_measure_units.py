@@ -367,22 +367,29 @@ def test_unshare_sandbox_runs_asserts_and_blocks_network_and_writes() -> None:
     assert M.check_quality(Q["code"], _res("no code here"), 4096, sb)[0] == "fail"
 
 
-def _docker_image() -> str | None:
+def _docker_images() -> list[str]:
+    """Local images to try the Docker sandbox with: the base image, and the simulator image whose
+    entrypoint is `vllm serve` like the real vLLM image (make setup builds both)."""
     if shutil.which("docker") is None:
-        return None
-    r = subprocess.run(["docker", "image", "inspect", "sparkbench/debian-base:bookworm"], capture_output=True)
-    return "sparkbench/debian-base:bookworm" if r.returncode == 0 else None
+        return []
+    out = []
+    for image in ("sparkbench/debian-base:bookworm", "sparkbench/vllm-sim:latest"):
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0:
+            out.append(image)
+    return out
 
 
-@pytest.mark.skipif(_docker_image() is None, reason="docker or sparkbench/debian-base:bookworm not available "
-                                                    "(make setup builds it)")
-def test_docker_sandbox_runs_asserts_without_network() -> None:
-    sb = M.Sandbox(_docker_image())
+@pytest.mark.skipif(not _docker_images(), reason="docker or the sparkbench images not available (make setup)")
+@pytest.mark.parametrize("image", _docker_images() or ["none"])
+def test_docker_sandbox_runs_asserts_without_network(image: str) -> None:
+    sb = M.Sandbox(image)
     assert sb.kind == "docker" and "network:none" in sb.protections and "cap-drop:ALL" in sb.protections
     assert M.check_quality(Q["code"], _res(GOOD), 4096, sb)[0] == "pass"
     assert M.check_quality(Q["code"], _res(BAD), 4096, sb)[0] == "fail"
     status, details = M.check_quality(Q["code"], _res(NET), 4096, sb)
     assert status == "fail" and "Network is unreachable" in details["output_tail"]
+    status, details = M.check_quality(Q["code"], _res(WRITE), 4096, sb)
+    assert status == "fail" and "Read-only file system" in details["output_tail"]
 
 
 def test_missing_sandbox_image_is_not_pulled_and_falls_back() -> None:
