@@ -292,12 +292,18 @@ class Endpoint:
         return cls(parts.scheme, parts.hostname or "", port, prefix, api_key)
 
     @property
+    def netloc(self) -> str:
+        """host:port, with an IPv6 address in brackets."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
     def display(self) -> str:
         """The base URL without credentials."""
-        return f"{self.scheme}://{self.host}:{self.port}{self.prefix}"
+        return f"{self.scheme}://{self.netloc}{self.prefix}"
 
     def headers(self) -> dict[str, str]:
-        h = {"Host": f"{self.host}:{self.port}", "User-Agent": f"sparkbench-measure/{SCRIPT_VERSION}"}
+        h = {"Host": self.netloc, "User-Agent": f"sparkbench-measure/{SCRIPT_VERSION}"}
         if self.api_key:
             h["Authorization"] = f"Bearer {self.api_key}"
         return h

@@ -422,3 +422,21 @@ def test_colour_answer_check() -> None:
     assert not M.names_colour("Reddish", "red", pal)[0]
     assert not M.names_colour("red, green or blue", "red", pal)[0]
     assert not M.names_colour("Blue", "red", pal)[0]
+
+
+# ---- endpoint ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url,display,prefix", [
+    ("http://127.0.0.1:8000", "http://127.0.0.1:8000", ""),
+    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000", ""),
+    ("https://user:secret@example.com/api/v1/", "https://example.com:443/api", "/api"),
+    ("http://[::1]:8000", "http://[::1]:8000", ""),
+])
+def test_endpoint_url_handling(url: str, display: str, prefix: str) -> None:
+    ep = M.Endpoint.from_url(url, "sk-x")
+    assert ep.display == display and ep.prefix == prefix and "secret" not in ep.display
+    assert ep.headers()["Authorization"] == "Bearer sk-x"
+    request = M._build_post(ep, "/v1/chat/completions", b"{}")
+    assert request.startswith(f"POST {prefix}/v1/chat/completions HTTP/1.1\r\n".encode())
+    assert b"\r\nConnection: close\r\n" in request and request.endswith(b"\r\n\r\n{}")
