@@ -191,15 +191,18 @@ def weight_bits(model_profile: dict) -> float | None:
 def kv_bytes_per_context_token(model_profile: dict, kv_dtype: str | None) -> float | None:
     """KV-cache bytes one decode step reads per token of context, from the model profile:
     ``kv_bytes_per_token`` when given, else 2 (K and V) × attention layers × KV heads × head dim ×
-    KV element bits / 8 (element bits from ``--kv-cache-dtype``, 16 when unset). None when the
+    KV element bits / 8 (geometry from ``attention.{full_attention_layers, num_kv_heads, head_dim}``
+    as in ``profiles/models/*.json``, or flat ``kv_layers``/``kv_heads``/``head_dim``; linear-
+    attention state of hybrid models is constant per step and left out) (element bits from ``--kv-cache-dtype``, 16 when unset). None when the
     profile has no KV geometry."""
     direct = num(model_profile.get("kv_bytes_per_token"))
     if direct is not None:
         return direct
-    layers = num(model_profile.get("kv_layers") or model_profile.get("attention_layers")
-                 or model_profile.get("num_kv_layers"))
-    heads = num(model_profile.get("kv_heads") or model_profile.get("num_kv_heads"))
-    head_dim = num(model_profile.get("head_dim"))
+    att = model_profile.get("attention") if isinstance(model_profile.get("attention"), dict) else {}
+    layers = num(att.get("full_attention_layers") or model_profile.get("kv_layers")
+                 or model_profile.get("attention_layers") or model_profile.get("num_kv_layers"))
+    heads = num(att.get("num_kv_heads") or model_profile.get("kv_heads") or model_profile.get("num_kv_heads"))
+    head_dim = num(att.get("head_dim") or model_profile.get("head_dim"))
     if layers is None or heads is None or head_dim is None:
         return None
     bits = KV_DTYPE_BITS.get(str(kv_dtype or "auto").lower(), 16.0)

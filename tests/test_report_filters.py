@@ -230,3 +230,17 @@ def test_filters_through_real_ansible_templating(tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[-16.7] True" in proc.stdout
+
+
+def test_roofline_reads_the_repository_model_profile_layout():
+    """profiles/models/*.json nest the KV geometry under ``attention`` (synthetic document)."""
+    doc = {"_fixture": "synthetic", "status": "complete", "settings": {"output_tokens": 256},
+           "variant": {"name": "x", "args": ["--kv-cache-dtype", "fp8"]},
+           "profile": {"hardware": {"memory_bandwidth_gbps": 273},
+                       "model": {"active_params_b": 2.0, "weight_bits": 4.5,
+                                 "attention": {"full_attention_layers": 10, "num_kv_heads": 2, "head_dim": 256}}}}
+    roof = rt.roofline(doc)
+    assert roof["kv_bytes"] == pytest.approx(2 * 10 * 2 * 256 * 1 * 128)  # fp8 = 1 byte, context 256 / 2
+    assert roof["tok_s"] == pytest.approx(273e9 / (2e9 * 4.5 / 8 + 2 * 10 * 2 * 256 * 128))
+    doc["variant"]["args"] = []  # no --kv-cache-dtype: 16-bit KV
+    assert rt.roofline(doc)["kv_bytes"] == pytest.approx(2 * 10 * 2 * 256 * 2 * 128)

@@ -134,7 +134,7 @@ def _scrub_artifacts(artifacts_dir: Path) -> None:
             cmd_file.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
 
-def run_bench(inventory: str | os.PathLike | None = None, limit: str | None = None,
+def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | None = None,
               extravars: dict | None = None, run_id: str | None = None,
               playbook: str | os.PathLike = DEFAULT_PLAYBOOK, results_dir: str | os.PathLike | None = None,
               project_dir: str | os.PathLike = REPO_ROOT, on_change: Callable[[Change], None] | None = None,
@@ -142,6 +142,7 @@ def run_bench(inventory: str | os.PathLike | None = None, limit: str | None = No
               verbosity: int = 0) -> BenchResult:
     """Run ``playbook`` (default ``bench.yml``) on ansible-runner and return a :class:`BenchResult`.
 
+    ``inventory``: a path or a list of paths (like repeated ``-i``; default: ansible.cfg's).
     ``results_dir`` (default ``<repo>/results``) is passed as ``bench_results_dir``; ``run_id``
     (default: UTC time) as ``bench_run_id``. One private data dir per run under
     ``<repo>/.cache/runner/<run-id>-<random>``. ``on_change`` receives every state change.
@@ -154,11 +155,12 @@ def run_bench(inventory: str | os.PathLike | None = None, limit: str | None = No
     pb_path = pb if pb.is_absolute() else project / pb
     if not pb_path.is_file():
         raise UsageError(f"playbook {pb_path} not found; pass --playbook PATH (default: bench.yml at the repo root)")
-    inv = None
-    if inventory is not None:
-        inv = Path(inventory).resolve()
-        if not inv.exists():
-            raise UsageError(f"-i {inventory}: inventory not found; pass a file or folder (e.g. inventory/)")
+    inv: list[str] = []
+    for item in ([inventory] if isinstance(inventory, (str, os.PathLike)) else list(inventory or [])):
+        path = Path(item).resolve()
+        if not path.exists():
+            raise UsageError(f"-i {item}: inventory not found; pass a file or folder (e.g. inventory/)")
+        inv.append(str(path))
     run_id = run_id or new_run_id()
     if not RUN_ID_RE.match(run_id):
         raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' or '-' (e.g. 20261130T120000Z)")
@@ -184,8 +186,8 @@ def run_bench(inventory: str | os.PathLike | None = None, limit: str | None = No
                   extravars=ev, limit=limit, envvars=env, event_handler=prog.handle,
                   suppress_env_files=True, quiet=True, ident="run", verbosity=verbosity or None,
                   settings={"suppress_ansible_output": True})
-    if inv is not None:
-        kwargs["inventory"] = str(inv)
+    if inv:
+        kwargs["inventory"] = inv if len(inv) > 1 else inv[0]
     thread, runner = ansible_runner.run_async(**kwargs)
     try:
         thread.join()

@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench", help="run bench.yml with live progress, then write the report",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("-i", "--inventory", help="inventory file or folder (default: ansible.cfg's)")
+    b.add_argument("-i", "--inventory", action="append", help="inventory file or folder, repeatable (default: ansible.cfg's)")
     b.add_argument("-l", "--limit", help="hosts or groups, as ansible-playbook -l")
     b.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE",
                    help="extra variable (repeatable); value parsed as JSON when it is JSON")

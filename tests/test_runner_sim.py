@@ -1,0 +1,51 @@
+"""The runner drives the real simulated fleet: scripts/sparkbench bench on bench.yml against a
+simulator container (real Docker, real ansible-playbook through ansible-runner), one healthy
+variant and one that crashes at start → exit code 1, both states right, the report written.
+Inventory: tests/fixtures/runner/sim_inventory (ports 18800-18809, containers sparkbench-runnertest-*)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+INV = REPO / "tests" / "fixtures" / "runner" / "sim_inventory"
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["docker", "image", "inspect", "sparkbench/vllm-sim:v0.25.0"], capture_output=True).returncode != 0,
+    reason="simulator image missing: run make setup")
+
+
+@pytest.fixture()
+def cleanup_containers():
+    yield
+    names = subprocess.run(["docker", "ps", "-aq", "--filter", "name=sparkbench-runnertest-"],
+                           capture_output=True, text=True).stdout.split()
+    if names:
+        subprocess.run(["docker", "rm", "-f", *names], capture_output=True)
+
+
+def test_runner_drives_simulated_host(tmp_path: Path, cleanup_containers):
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    env = {**os.environ, "SPARKBENCH_RUNNER_TEST_HF_CACHE": str(hf)}
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "sparkbench"), "bench",
+                           "-i", str(REPO / "inventory"), "-i", str(INV), "-l", "runner-sim01",
+                           "--results-dir", str(tmp_path / "results"), "--run-id", "sim"],
+                          capture_output=True, text=True, env=env, timeout=500)
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "runner-sim01 nvidia-bare: measuring" in out and "runner-sim01 nvidia-bare: done" in out
+    assert "runner-sim01 crash-start: launching" in out and "runner-sim01 crash-start: failed" in out
+    assert "runner-sim01: 1/2 done, failed: crash-start" in out
+    run = tmp_path / "results" / "sim"
+    assert f"report: {run / 'report.html'}" in out
+    md = (run / "report.md").read_text(encoding="utf-8")
+    assert "**SIMULATED**" in md and "runner-sim01/crash-start: failed at launch" in md
+    assert (run / "runner-sim01" / "nvidia-bare.json").is_file()
+    shutil.rmtree(hf, ignore_errors=True)
