@@ -440,3 +440,21 @@ def test_endpoint_url_handling(url: str, display: str, prefix: str) -> None:
     request = M._build_post(ep, "/v1/chat/completions", b"{}")
     assert request.startswith(f"POST {prefix}/v1/chat/completions HTTP/1.1\r\n".encode())
     assert b"\r\nConnection: close\r\n" in request and request.endswith(b"\r\n\r\n{}")
+
+
+# ---- schema ----------------------------------------------------------------------------------------
+
+
+def test_schema_accepts_a_failure_record_and_rejects_broken_documents() -> None:
+    import jsonschema
+    schema = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    v = jsonschema.Draft202012Validator(schema)
+    record = {"schema_version": "1", "status": "failed", "simulated": None, "host": "spark-sim01",
+              "errors": [{"phase": "launch", "request": None, "message": "could not select device driver"}],
+              "failure": {"stage": "launch", "reason": "no NVIDIA runtime", "remedy": "install the toolkit"}}
+    assert not list(v.iter_errors(record))
+    assert list(v.iter_errors({**record, "status": "complete"}))  # only a failure may omit the figures
+    assert list(v.iter_errors({**record, "errors": ["a bare string"]}))
+    assert list(v.iter_errors({**record, "schema_version": 1}))
+    assert list(v.iter_errors({"schema_version": "1", "status": "complete", "simulated": False}))
