@@ -25,12 +25,20 @@ TWO = json.dumps({"fake_variants": [{"name": "alpha-bare", "build": "alpha", "co
                   "fake_measure_s": 0})
 
 
+@pytest.fixture(autouse=True)
+def runner_dir(tmp_path: Path, monkeypatch) -> Path:
+    """ansible-runner's private data dirs go to the test's tmp_path, not the checkout's .cache/."""
+    d = tmp_path / "runner"
+    monkeypatch.setenv("SPARKBENCH_RUNNER_DIR", str(d))
+    return d
+
+
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, timeout=240,
                           env={**os.environ, **(env or {})})
 
 
-def test_api_failing_variant_nonzero_and_report(tmp_path: Path, monkeypatch):
+def test_api_failing_variant_nonzero_and_report(tmp_path: Path, monkeypatch, runner_dir: Path):
     monkeypatch.setenv("SPARKBENCH_TEST_API_KEY", "canary-7f3a9")  # must not survive in artifacts
     changes = []
     result = run_bench(inventory=FIX / "hosts.yml", playbook=FIX / "fake_bench.yml", results_dir=tmp_path,
@@ -48,7 +56,7 @@ def test_api_failing_variant_nonzero_and_report(tmp_path: Path, monkeypatch):
     assert "launch command failed (fake)" in md and "remove it from fake_fail" in md
     # the runner's private data dir holds no secret: env files suppressed, command artifact scrubbed
     private = result.artifacts_dir.parent
-    assert private.parent == REPO / ".cache" / "runner"
+    assert private.parent == runner_dir
     assert not (private / "env").exists()
     for f in private.rglob("*"):
         if f.is_file():

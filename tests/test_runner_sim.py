@@ -33,7 +33,7 @@ def cleanup_containers():
 def test_runner_drives_simulated_host(tmp_path: Path, cleanup_containers):
     hf = tmp_path / "hf"
     hf.mkdir()
-    env = {**os.environ, "SPARKBENCH_RUNNER_TEST_HF_CACHE": str(hf)}
+    env = {**os.environ, "SPARKBENCH_RUNNER_TEST_HF_CACHE": str(hf), "SPARKBENCH_RUNNER_DIR": str(tmp_path / "runner")}
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "sparkbench"), "bench",
                            "-i", str(REPO / "inventory"), "-i", str(INV), "-l", "runner-sim01",
                            "--results-dir", str(tmp_path / "results"), "--run-id", "sim"],

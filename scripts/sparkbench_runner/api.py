@@ -145,7 +145,8 @@ def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | No
     ``inventory``: a path or a list of paths (like repeated ``-i``; default: ansible.cfg's).
     ``results_dir`` (default ``<repo>/results``) is passed as ``bench_results_dir``; ``run_id``
     (default: UTC time) as ``bench_run_id``. One private data dir per run under
-    ``<repo>/.cache/runner/<run-id>-<random>``. ``on_change`` receives every state change.
+    ``<repo>/.cache/runner/<run-id>-<random>`` (``$SPARKBENCH_RUNNER_DIR`` instead of
+    ``<repo>/.cache/runner`` when set). ``on_change`` receives every state change.
     When ``report`` is true and the run wrote results, the report is rendered (against
     ``baseline``, a run id or directory, when given)."""
     import ansible_runner  # imported here so `--help` works without it
@@ -170,7 +171,7 @@ def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | No
     ev.setdefault("bench_results_dir", str(res_dir))
     run_id = str(ev["bench_run_id"])
     ident = f"{run_id}-{secrets.token_hex(3)}"
-    private = project / ".cache" / "runner" / ident
+    private = Path(os.environ.get("SPARKBENCH_RUNNER_DIR") or project / ".cache" / "runner") / ident
     private.mkdir(parents=True, exist_ok=True)
     prog = progress or Progress(on_change)
     if progress is not None and on_change is not None:
