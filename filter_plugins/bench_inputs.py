@@ -129,8 +129,22 @@ def bench_input_errors(settings: Mapping[str, Any], model_profiles: Mapping[str,
     return errors
 
 
+def bench_stored_result(text: Any) -> dict[str, Any]:
+    """A stored result file's text → its JSON object; ``{}`` when the file is corrupt (not JSON,
+    or not an object), so a resumed run re-measures that variant and overwrites the file
+    instead of failing the whole host."""
+    if isinstance(text, Mapping):
+        return dict(text)
+    try:
+        import json
+        doc = json.loads(str(text))
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 class FilterModule:
     """Input checks run on the controller before any host is touched."""
 
     def filters(self) -> dict[str, Any]:
-        return {"bench_input_errors": bench_input_errors}
+        return {"bench_input_errors": bench_input_errors, "bench_stored_result": bench_stored_result}
