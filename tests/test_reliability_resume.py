@@ -1,6 +1,7 @@
 """The controller interrupted (SIGINT to ansible-playbook, as Ctrl-C sends it) after the first
 variant's result is written, then the run resumed with the same bench_run_id: the complete
-result is skipped (file untouched), the rest is measured."""
+result is skipped (file untouched); the other variant, whose result file the test left corrupt
+(half-written JSON), is measured again and its file replaced, without failing the host."""
 from __future__ import annotations
 
 import json
@@ -34,6 +35,8 @@ def resumed(tmp_path_factory):
         os.killpg(proc.pid, signal.SIGINT)
         out1, _ = proc.communicate(timeout=120)
         snapshot = {p.name: p.read_bytes() for p in (results / "relresume" / HOST).glob("*.json")}
+        # A half-written result file (as a disk-full or a killed copy would leave): corrupt JSON.
+        (results / "relresume" / HOST / "nvidia-mtp2.json").write_text('{"status": "compl', encoding="utf-8")
         second = run_playbook(tmp, HOST, "relresume", "-e", SELECT)
         yield {"rc1": proc.returncode, "out1": out1, "snapshot": snapshot, "first_bytes": snapshot.get(first.name),
                "second": second, "dir": results / "relresume" / HOST}
@@ -48,7 +51,7 @@ def test_interrupt_stops_the_run_and_keeps_the_finished_result(resumed) -> None:
     assert set(resumed["snapshot"]) == {"nvidia-bare.json"}
 
 
-def test_resume_skips_the_complete_result_and_measures_the_rest(resumed) -> None:
+def test_resume_skips_the_complete_result_and_remeasures_the_corrupt_one(resumed) -> None:
     second = resumed["second"]
     assert second.rc == 0, second.output[-3000:]
     assert (resumed["dir"] / "nvidia-bare.json").read_bytes() == resumed["first_bytes"]

@@ -80,7 +80,7 @@ def secret_run(tmp_path_factory):
     token, key = "hf_canary" + secrets.token_hex(12), "sk-canary" + secrets.token_hex(12)
     results, hf = tmp / "results", tmp / "hf"
     hf.mkdir()
-    before = set((REPO / ".cache" / "runner").glob("*")) if (REPO / ".cache" / "runner").is_dir() else set()
+    runner_root = tmp / "runner"  # ansible-runner's private data dirs (SPARKBENCH_RUNNER_DIR)
     extra = json.dumps({"bench_extra_variants": [{"name": "gemma", "build": "nvidia", "config": "bare", "model": GEMMA,
                                                   "args": {"quantization": None, "max-num-batched-tokens": None}}],
                         "bench_select": ["gemma"], "vllm_server_host": "0.0.0.0"})
@@ -90,17 +90,14 @@ def secret_run(tmp_path_factory):
         proc = subprocess.run([str(REPO / "scripts" / "sparkbench"), "bench", "-i", str(_inventory(tmp)), "-l", HOST,
                                "-e", extra, "--run-id", "relsecrets", "--results-dir", str(results), "--plain"],
                               cwd=REPO, capture_output=True, text=True, timeout=400,
-                              env=base_env(results, hf, HF_TOKEN=token, SPARKBENCH_API_KEY=key))
+                              env=base_env(results, hf, HF_TOKEN=token, SPARKBENCH_API_KEY=key,
+                                           SPARKBENCH_RUNNER_DIR=str(runner_root)))
     finally:
         watcher.stop.set()
         watcher.join(timeout=5)
         remove_containers([HOST])
-    runner_dirs = sorted(set((REPO / ".cache" / "runner").glob("relsecrets-*")) - before)
     yield {"proc": proc, "token": token, "key": key, "tmp": tmp, "results": results / "relsecrets",
-           "runner": runner_dirs, "watcher": watcher, "hf": hf}
-    import shutil
-    for d in runner_dirs:
-        shutil.rmtree(d, ignore_errors=True)
+           "runner": sorted(runner_root.glob("relsecrets-*")), "watcher": watcher, "hf": hf}
 
 
 def test_bench_completes_with_the_gated_model(secret_run) -> None:
