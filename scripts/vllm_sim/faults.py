@@ -29,7 +29,8 @@ class Faults:
     def after_tokens(self, total_generated: int) -> None:
         """Called by the engine after each step with the process-wide generated-token count.
 
-        Crash: the process dies abruptly (SIGKILL to itself, like an OOM kill or a GPU fault),
+        Crash: the process dies abruptly (SIGKILL to itself, like an OOM kill or a GPU fault; exit
+        status 137 where it runs as a container's PID 1),
         0.2 s after the step so the tokens already produced reach the clients.
         Stall: the engine stops stepping for good; connections stay open, no more tokens.
         """
@@ -39,6 +40,10 @@ class Faults:
                 f"{total_generated} tokens).", level="ERROR", where="core_client.py:564")
             time.sleep(0.2)
             os.kill(os.getpid(), signal.SIGKILL)
+            # As PID 1 of a container the kernel ignores a SIGKILL sent from inside its own PID
+            # namespace, so the line above is a no-op there: leave at once with the status a
+            # SIGKILL gives (128 + 9), no cleanup, like the real crash.
+            os._exit(137)
         if k.stall_after_tokens is not None and total_generated >= k.stall_after_tokens and not self.stalled:
             self.stalled = True
             log(f"Engine stalled (simulated fault after {total_generated} tokens).", level="WARNING",
