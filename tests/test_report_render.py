@@ -152,3 +152,15 @@ def test_secrets_redacted_in_launch_commands(runs: Path):
         text = (run / name).read_text(encoding="utf-8")
         assert "hf_abcdefghijklmnop" not in text and "sk-secret123" not in text, name
     assert "--api-key <redacted>" in (run / "report.md").read_text(encoding="utf-8")
+
+
+def test_manifest_summary(runs: Path):
+    assert render(str(runs / "fleet-sim"), "--quiet").returncode == 0
+    doc = json.loads((runs / "fleet-sim" / "results.json").read_text(encoding="utf-8"))
+    man = doc["manifest"]
+    assert man["vllm_version"] == "0.25.0" and man["simulated"] == "yes"
+    assert man["model"] == {"per_variant": ["nvidia/Qwen3.6-35B-A3B-NVFP4", "unsloth/Qwen3.6-35B-A3B-NVFP4"]}
+    assert man["driver"]["spark-sim03"] == ["580.82.07"] and man["driver"]["spark-sim01"] == ["580.95.05"]
+    assert man["launch_commands"]["nvidia-bare"].startswith("vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4 --kv-cache-dtype fp8")
+    md = (runs / "fleet-sim" / "report.md").read_text(encoding="utf-8")
+    assert "| driver " in md and "varies by host — spark-sim01: 580.95.05; spark-sim02: 580.95.05; spark-sim03: 580.82.07" in md

@@ -29,7 +29,10 @@ def write_atomic(path: Path, content: str) -> None:
 
 def table_md(t: Table) -> str:
     """One table as a markdown section (pipe table via tabulate)."""
-    body = tabulate(t.rows, headers=t.headers, tablefmt="github", disable_numparse=True)
+    def cell(c: str) -> str:  # a pipe inside a cell would end it in a markdown table
+        return c.replace("|", "\\|").replace("\n", " ")
+    body = tabulate([[cell(c) for c in row] for row in t.rows], headers=t.headers, tablefmt="github",
+                    disable_numparse=True)
     notes = "".join(f"\n_{n}_\n" for n in t.notes)
     return f"## {t.title}\n\n{body}\n{notes}"
 
