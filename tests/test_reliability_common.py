@@ -35,8 +35,10 @@ class PlaybookRun:
     run_id: str
 
     def fatal(self, host: str) -> str:
-        """Every ``fatal: [host...]`` block of the output for ``host``, joined (one string)."""
-        blocks = re.findall(r"^fatal: \[" + re.escape(host) + r"(?: -> \S+)?\]: (?:FAILED|UNREACHABLE)! =>.*?(?=^\S|\Z)",
+        """Every failure block of the output for ``host`` (``fatal: [host]: FAILED! =>``, a loop's
+        ``failed: [host] (item=...) =>``, ``UNREACHABLE!``), joined into one string."""
+        blocks = re.findall(r"^(?:fatal|failed): \[" + re.escape(host) + r"(?: -> \S+)?\]"
+                            r"(?:: (?:FAILED|UNREACHABLE)!| \(item=[^\n]*\)) =>.*?(?=^\S|\Z)",
                             self.output, flags=re.M | re.S)
         # YAML output doubles single quotes inside quoted strings: undo that for matching.
         return " ".join(" ".join(b.split()) for b in blocks).replace("''", "'")
