@@ -110,3 +110,15 @@ def test_tty_view_redraws_a_table():
     assert "✔  done" in last and "·  waiting" in last
     assert last.splitlines()[0].split() == ["a-bare", "b-bare"]
     assert "1 done · 0 failed · 0 running · 2 waiting" in last
+
+
+def test_extravars_parsing_and_secret_names(tmp_path):
+    import pytest
+    from sparkbench_runner.api import UsageError, parse_extravars
+    f = tmp_path / "v.yml"
+    f.write_text("bench_select: [nvidia-bare]\n")
+    assert parse_extravars(["llm_bench_output_tokens=64", "bench_force=true", "name=abc", '{"x": [1]}', f"@{f}"]) == {
+        "llm_bench_output_tokens": 64, "bench_force": True, "name": "abc", "x": [1], "bench_select": ["nvidia-bare"]}
+    for secret in ("hf_token=x", "VLLM_API_KEY=x", "vault_password=x", "aws_secret_access_key=x"):
+        with pytest.raises(UsageError, match="secrets are not passed as extra vars"):
+            parse_extravars([secret])

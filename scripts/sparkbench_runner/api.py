@@ -27,7 +27,9 @@ from .progress import DONE, FAILED, Change, Progress
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PLAYBOOK = "bench.yml"
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-SECRET_RE = re.compile(r"(?i)(token|secret|password|passwd|api_?key|credential)")
+#: Variable / environment names that hold secrets: …_TOKEN, …_API_KEY, …PASSWORD, …SECRET…,
+#: …CREDENTIALS (not `llm_bench_output_tokens` or `max_tokens`).
+SECRET_RE = re.compile(r"(?i)((^|_)(token|password|passwd|credentials?|api_?key)$|(^|_)secret(_|$))")
 
 # Exit codes (documented in docs/REPORTS.md and `sparkbench --help`).
 EXIT_OK = 0            # every planned variant on every host done
