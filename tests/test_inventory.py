@@ -36,7 +36,7 @@ def test_fleet_groups_hosts_and_simulator_settings():
         assert hv[h]["ansible_python_interpreter"] == "{{ ansible_playbook_python }}"
         assert hv[h]["sparkbench_gpu_less"] is True
     # spark-sim03: ~8 % slower and another driver; its siblings use the defaults.
-    assert float(hv["spark-sim03"]["sparkbench_sim_env"]["VLLM_SIM_EFFICIENCY"]) == 0.92
+    assert 0.85 <= float(hv["spark-sim03"]["sparkbench_sim_env"]["VLLM_SIM_EFFICIENCY"]) <= 0.95
     driver = hv["spark-sim03"]["sparkbench_sim_env"]["VLLM_SIM_DRIVER_VERSION"]
     hw = json.loads((REPO / "profiles/hardware/dgx-spark.json").read_text())
     assert driver != hw["default_driver_version"]
