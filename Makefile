@@ -1,7 +1,8 @@
 # sparkbench — make targets.
 #
 #   make setup   .venv from requirements.txt, a Docker engine (Debian's docker.io when none answers),
-#                the Debian base image and the simulator image. Idempotent: seconds when done.
+#                the Debian base image, the simulator images and headless Chromium (report tests).
+#                Idempotent: seconds when done.
 #   make test    setup + the whole suite (pytest, ansible-lint, Molecule). What CI runs.
 #   make demo    the full seed matrix on the simulated Spark fleet; prints the tables.
 #   make bench   benchmarks of sparkbench itself; rewrites BENCHMARKS.md.
@@ -19,12 +20,12 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule and ansible-lint must never try to reach Galaxy.
 export ANSIBLE_GALAXY_DISABLE_GPG_VERIFY := 1
 
-.PHONY: help setup venv docker images test pytest lint molecule demo bench clean
+.PHONY: help setup venv docker images chromium test pytest lint molecule demo bench clean
 
 help:
-	@sed -n '3,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,9p' Makefile | sed 's/^# \{0,1\}//'
 
-setup: venv docker images
+setup: venv docker images chromium
 
 venv: $(VENV)/.installed
 
@@ -41,6 +42,9 @@ docker:
 images: docker
 	@scripts/build_base_image.sh
 	@scripts/build_sim_image.sh $(SIM_VERSION)
+
+chromium:
+	@scripts/setup_chromium.sh
 
 test: setup
 	@$(MAKE) --no-print-directory pytest lint molecule
