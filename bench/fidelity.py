@@ -112,18 +112,19 @@ def new_rows(before: set[str], rows: list[dict[str, Any]], tokens: int) -> list[
     return sorted(fresh, key=lambda r: r["arrival"])
 
 
-def run_single(port: int, rate: float, mtp: bool, runs: int, peers: "Any") -> dict[str, Any]:
-    """One single-stream case: measure.py (warm-up 1, ``runs`` runs), then each peer."""
-    out = WORK / f"fid_single_{rate:g}_{'mtp' if mtp else 'bare'}.json"
+def run_single(port: int, rate: float, mtp: bool, runs: int, peers: "Any",
+               tokens: int = OUTPUT_TOKENS) -> dict[str, Any]:
+    """One single-stream case: measure.py (warm-up 1, ``runs`` runs of ``tokens``), then peers."""
+    out = WORK / f"fid_single_{rate:g}_{'mtp' if mtp else 'bare'}_{tokens}.json"
     out.unlink(missing_ok=True)
     with Sim(port, rate, mtp) as sim:
         s0 = sim.tpot()
-        mr = common.run_measure(sim.url, OUTPUT_TOKENS, runs, 1, "none", out, timeout=300)
+        mr = common.run_measure(sim.url, tokens, runs, 1, "none", out, timeout=300)
         if mr.returncode not in (0,) or not mr.result.get("single"):
             last = (mr.stderr.strip().splitlines() or ["no output"])[-1]
             raise BenchError(f"measure.py failed against the simulator (exit {mr.returncode}): {last}")
         s1 = sim.tpot()
-        rows = new_rows(set(), sim.requests(), OUTPUT_TOKENS)[1:]  # drop the warm-up
+        rows = new_rows(set(), sim.requests(), tokens)[1:]  # drop the warm-up
         rows = rows[-runs:]
         truths = [truth_decode(r) for r in rows]
         decs = [r["decode_tok_s"] for r in mr.result["single"]["runs"]]
@@ -131,7 +132,7 @@ def run_single(port: int, rate: float, mtp: bool, runs: int, peers: "Any") -> di
         dcount = s1[1] - s0[1]
         hist_truth = (dcount / (s1[0] - s0[0])) if dcount > 0 and s1[0] > s0[0] else None
         res: dict[str, Any] = {
-            "streams": 1, "rate": rate, "mtp": mtp, "truth": median(truths),
+            "streams": 1, "rate": rate, "mtp": mtp, "tokens": tokens, "truth": median(truths),
             "hist_truth": hist_truth, "measure": mr.result["single"]["decode_tok_s_median"],
             "measure_err": median(errs), "measure_errs": errs, "peers": {}}
         if peers is not None:
@@ -193,18 +194,24 @@ def run(quick: bool = False) -> Section:
     singles: list[dict[str, Any]] = []
     pars: list[dict[str, Any]] = []
     use_peers = peers_mod if peers_mod is not None and peer_state is True else None
+    peer_rates = (1000,) if quick else (50, 1000)
+    peer_streams = (64,) if quick else (8, 64)
     for mtp in (False, True):
         for r in rates:
-            singles.append(run_single(port, r, mtp, runs, use_peers if r in (50, 1000) else None))
+            singles.append(run_single(port, r, mtp, runs, use_peers if r in peer_rates else None))
+        # The same top rate with a longer decode window (8× the tokens): separates the server's
+        # per-chunk send jitter (fixed in ms, so smaller as a fraction of a longer window) from
+        # the client's timing.
+        singles.append(run_single(port, rates[-1], mtp, runs, None, tokens=8 * OUTPUT_TOKENS))
         for n in streams:
             per = min(500.0, AGGREGATE_CAP / n)
-            pars.append(run_parallel(port, n, per, mtp, use_peers if n in (8, 64) else None))
+            pars.append(run_parallel(port, n, per, mtp, use_peers if n in peer_streams else None))
 
     names = list(peers_mod.NAMES) if peers_mod is not None else ["AIPerf", "GuideLLM"]
-    rows_s = [[("MTP" if r["mtp"] else "bare"), fmt(r["rate"], 0), fmt(r["truth"], 2),
+    rows_s = [[("MTP" if r["mtp"] else "bare"), fmt(r["rate"], 0), f"{r['tokens']:,}", fmt(r["truth"], 2),
                fmt(r["hist_truth"], 2), fmt(r["measure"], 2), pct(r["measure_err"], 3)]
               + [_peer_cell(r["peers"].get(n), "decode_err") for n in names] for r in singles]
-    table_s = md_table(["mode", "sim rate (bare tok/s)", "truth decode tok/s (timeline)",
+    table_s = md_table(["mode", "sim rate (bare tok/s)", "tokens", "truth decode tok/s (timeline)",
                         "truth (TPOT histogram)", "measure.py decode", "measure.py error"]
                        + [f"{n} error" for n in names], rows_s)
     rows_p = [[("MTP" if r["mtp"] else "bare"), str(r["streams"]), fmt(r["rate"], 1),
@@ -216,8 +223,12 @@ def run(quick: bool = False) -> Section:
                         "measure.py per-stream decode error"]
                        + [f"{n} throughput error" for n in names], rows_p)
 
-    worst_single = max((abs(r["measure_err"]) for r in singles if r["measure_err"] is not None),
+    std = [r for r in singles if r["tokens"] == OUTPUT_TOKENS]
+    worst_single = max((abs(r["measure_err"]) for r in std if r["measure_err"] is not None),
                        default=float("nan"))
+    worst_row = max((r for r in std if r["measure_err"] is not None),
+                    key=lambda r: abs(r["measure_err"]), default=None)
+    long_rows = [r for r in singles if r["tokens"] != OUTPUT_TOKENS and r["measure_err"] is not None]
     at64 = [abs(r["measure_err"]) for r in pars if r["streams"] == 64 and r["measure_err"] is not None]
     worst_64 = max(at64, default=float("nan"))
     peer_worse = []
@@ -231,8 +242,24 @@ def run(quick: bool = False) -> Section:
     ok_single = worst_single <= GOAL_SINGLE
     ok_64 = worst_64 <= GOAL_64
     goal_met = ok_single and ok_64 and not peer_worse
-    lines = [f"- Single stream: worst |error| {pct(worst_single, 3, False)} (goal ≤ 0.5 %) — "
-             + ("met." if ok_single else f"**missed** by {pct(worst_single - GOAL_SINGLE, 3, False)}."),
+    miss_why = ""
+    if not ok_single and worst_row is not None:
+        window_ms = (OUTPUT_TOKENS - 1) / worst_row["truth"] * 1000
+        miss_why = (f" The worst point is {'MTP' if worst_row['mtp'] else 'bare'} at "
+                    f"{worst_row['rate']:,.0f} tok/s, where a {OUTPUT_TOKENS}-token decode lasts "
+                    f"{window_ms:.0f} ms: an offset of {abs(worst_row['measure_err']) * window_ms:.2f} ms "
+                    "between when the simulator stamps its first/last token and when the chunk "
+                    "reaches the client (its HTTP thread hand-off on a loaded 2-core box) is already "
+                    "that error. With 8× the tokens at the same rate the error is "
+                    + ", ".join(f"{pct(r['measure_err'], 3)} ({'MTP' if r['mtp'] else 'bare'})"
+                                for r in long_rows)
+                    + ", and against a sender with its own send clock (table 2) measure.py is "
+                    "within 0.1 % up to 20,000+ chunks/s: the error is the server's send jitter, "
+                    "not the client's timing.")
+    lines = [f"- Single stream ({OUTPUT_TOKENS} tokens): worst |error| {pct(worst_single, 3, False)} "
+             f"(goal ≤ 0.5 %) — "
+             + ("met." if ok_single else f"**missed** by {pct(worst_single - GOAL_SINGLE, 3, False)}."
+                + miss_why),
              f"- 64 streams: worst |error| of the combined figure {pct(worst_64, 3, False)} "
              f"(goal ≤ 1 %) — " + ("met." if ok_64 else
                                     f"**missed** by {pct(worst_64 - GOAL_64, 3, False)}.")]
@@ -267,8 +294,11 @@ per request, combined = Σ tokens / (last token − first arrival); the TPOT his
 `measure.py --runs 1 --warmup 0 --concurrency N`, per-stream rate min(500, {AGGREGATE_CAP:,.0f} / N)
 bare tok/s — an aggregate cap of {AGGREGATE_CAP:,.0f} tok/s, what this 2-core machine serves (the
 Python simulator writes every chunk of every stream; above that its own send delays, not the
-client, dominate). Peers ran beside measure.py at 50 and 1,000 tok/s single stream and at 8 and
-64 streams; their figures: decode = 1 / inter-token latency, throughput = their output tok/s.
+client, dominate). Peers ran beside measure.py at {' and '.join(f'{r:,}' for r in peer_rates)} tok/s
+single stream and at {' and '.join(map(str, peer_streams))} streams (AIPerf
+{'with `--use-server-token-count --per-chunk-usage`'}, GuideLLM 0.8.1 `run` with a scenario
+file; prompts from a local JSONL); their figures: decode = their per-request 1 / inter-token
+latency, throughput = their output tok/s. "—" = that peer was not run at that point.
 
 {table_s}
 
