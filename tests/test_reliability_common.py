@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -62,9 +63,12 @@ def docker_names_created(since: float, until: float) -> list[str]:
 
 
 def remove_containers(hosts: list[str]) -> None:
-    """Force-remove every sparkbench container of these hosts (test teardown)."""
+    """Test teardown: force-remove every sparkbench container of these hosts and their work
+    directories (/tmp/sparkbench-<host>, llm_bench_remote_dir of the local simulated hosts)."""
     names = [p + h for h in hosts for p in CONTAINER_PREFIXES]
     subprocess.run(["docker", "rm", "-f", *names], capture_output=True, timeout=60)
+    for h in hosts:
+        shutil.rmtree(f"/tmp/sparkbench-{h}", ignore_errors=True)
 
 
 def base_env(results: Path, hf_cache: Path, **extra: str) -> dict[str, str]:

@@ -95,9 +95,10 @@ def secret_run(tmp_path_factory):
     finally:
         watcher.stop.set()
         watcher.join(timeout=5)
-        remove_containers([HOST])
+        subprocess.run(["docker", "rm", "-f", f"sparkbench-vllm-{HOST}"], capture_output=True, timeout=60)
     yield {"proc": proc, "token": token, "key": key, "tmp": tmp, "results": results / "relsecrets",
            "runner": sorted(runner_root.glob("relsecrets-*")), "watcher": watcher, "hf": hf}
+    remove_containers([HOST])
 
 
 def test_bench_completes_with_the_gated_model(secret_run) -> None:
