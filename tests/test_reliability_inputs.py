@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
-from test_reliability_common import FIXTURES, REPO, docker_names_created, remove_containers, run_playbook  # noqa: F401
+from test_reliability_common import FIXTURES, REPO, remove_containers, run_playbook
 
 sys.path.insert(0, str(REPO / "filter_plugins"))
 import bench_inputs  # noqa: E402
