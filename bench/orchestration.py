@@ -126,6 +126,7 @@ def run_playbook(tag: str, hosts: list[tuple[str, int]], variants: int,
         except subprocess.TimeoutExpired:
             rc = 124
     wall = time.perf_counter() - t0
+    load1 = os.getloadavg()[0]
     _cleanup_containers()
     out = (d / "ansible.log").read_text(errors="replace")
     docs = []
@@ -140,7 +141,7 @@ def run_playbook(tag: str, hosts: list[tuple[str, int]], variants: int,
         tail = [l for l in out.splitlines() if l.strip()][-3:]
         raise BenchError(f"ansible-playbook bench.yml ({tag}) exit {rc}, {len(complete)} of "
                          f"{variants * len(hosts)} variants complete: {' / '.join(tail)[:300]}")
-    return {"tag": tag, "hosts": len(hosts), "variants": variants, "wall": wall,
+    return {"tag": tag, "hosts": len(hosts), "variants": variants, "wall": wall, "load1": load1,
             "measure_s": meas, "log": out, "docs": complete}
 
 
@@ -179,6 +180,7 @@ def run(quick: bool = False) -> Section:
     ladder = [1, 2, 4] if quick else [1, 2, 4, 8]
     repeats = 1
     points: list[dict[str, Any]] = []
+    loads: list[float] = []
     for v in ladder:
         walls, per_v, meas_all = [], [], []
         for rep in range(repeats):
@@ -186,6 +188,7 @@ def run(quick: bool = False) -> Section:
             meas = [m for m in r["measure_s"] if m is not None]
             m_total = sum(meas) if len(meas) == v else None
             walls.append(r["wall"])
+            loads.append(r["load1"])
             meas_all.append(m_total)
             if m_total is not None:
                 per_v.append((r["wall"] - v * LOAD_S - m_total) / v)
@@ -219,6 +222,13 @@ def run(quick: bool = False) -> Section:
         f"costs {fmt(marginal, 2)} s of orchestration beyond its load and measurement (goal ≤ "
         f"{GOAL_PER_VARIANT_S:g} s); fixed cost per run ≈ {fmt(fixed)} s. The slowest tasks are "
         "listed below.")
+    if not goal_met:
+        cores = os.cpu_count() or 1
+        verdict += (f" The 1-minute load average at the end of the runs was "
+                    f"{fmt(median(loads), 1)} on {cores} cores (other work on the machine): every "
+                    f"task waits for a CPU, so the figure is an upper bound; the per-variant tasks "
+                    f"above (container start and stop, copying measure.py, writing the result, "
+                    f"the /health wait) are where a variant's time goes.")
     body = f"""**How:** `bench/orchestration.py`{' (--quick)' if quick else ''}: `ansible-playbook
 bench.yml` on a temporary inventory of one simulated host (local connection, GPU-less, the
 simulator image, group vars of `sim_sparks`), {', '.join(map(str, ladder))} variants (bare configs
@@ -240,7 +250,7 @@ seconds summed over both variants and the run's fixed part):
 """
     return Section("orchestration", "Orchestration overhead", body, goal_met,
                    {"points": points, "slope": k, "marginal": marginal, "fixed": fixed,
-                    "top": top, "worst": worst})
+                    "top": top, "worst": worst, "loads": loads})
 
 
 if __name__ == "__main__":
