@@ -23,7 +23,10 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 IMAGE = "sparkbench/vllm-sim:v0.25.0"
-HOSTS = {"pt-sim01": 18311, "pt-sim02": 18312}
+# Two ports in 18300-18399 picked by process id, so two sessions running this file at once do not
+# collide (container names carry the session prefix too).
+_BASE = 18300 + 2 * (os.getpid() % 40)  # 18300-18379; Molecule uses 18390
+HOSTS = {"pt-sim01": _BASE, "pt-sim02": _BASE + 1}
 SECRET = "hf_sparkbenchTestSecret_9f3a"
 VARIANTS = ["nvidia-bare", "unsloth-mtp2", "nvidia-mnbt2048", "nvidia-mnbt2048-nopf"]
 
@@ -57,6 +60,8 @@ class Bench:
             "bench_results_dir": str(self.results),
             "spark_host_hf_cache": str(tmp / "hf"),
             "vllm_server_container_prefix": prefix,
+            "spark_host_probe_container": prefix + "-probe-{{ inventory_hostname }}",
+            "spark_host_download_container": prefix + "-download-{{ inventory_hostname }}",
             "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "1", "VLLM_SIM_RATE": "1500",
                                           "VLLM_SIM_SHORT_THINKING": "1"},
             "bench_select": VARIANTS,
@@ -205,6 +210,6 @@ def test_check_mode_shows_commands_and_verdicts_and_starts_nothing(bench):
     events = subprocess.run(["docker", "events", "--since", since, "--until", str(int(time.time()) + 1),
                              "--filter", "type=container", "--filter", "event=create", "--format", "{{.Actor.Attributes.name}}"],
                             capture_output=True, text=True, timeout=30).stdout.split()
-    # Other suites may create containers meanwhile: only ours (prefix or a test host's name) count.
-    assert [e for e in events if e.startswith(bench.prefix) or e.endswith(tuple(f"-{h}" for h in HOSTS))] == []
+    # Other suites may create containers meanwhile: only this session's (its prefix) count.
+    assert [e for e in events if e.startswith(bench.prefix)] == []
     assert not (bench.results / "DRY").exists()
