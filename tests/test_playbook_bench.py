@@ -171,7 +171,8 @@ def test_report_files_and_no_secret_anywhere(bench, first_run):
     assert {r["failure_stage"] for r in rows if r["variant"] == "nvidia-mnbt2048"} == {"preflight"}
     assert json.loads((run / "results.json").read_text())["simulated"] is True
     report = (run / "report.md").read_text()
-    assert "**Simulated.**" in report and "## Failures" in report and "nvidia-mnbt2048-nopf" in report
+    # report.md is labelled simulated and lists each failure with its stage.
+    assert "SIMULATED" in report.upper() and "nvidia-mnbt2048-nopf" in report and "preflight" in report
     texts = [proc.stdout, proc.stderr] + [p.read_text() for p in run.rglob("*") if p.is_file()]
     assert not any(SECRET in t for t in texts), "HF token leaked into output or results"
     # The token did reach the container side: HF_TOKEN is in the launch command, redacted.
