@@ -173,11 +173,63 @@ def test_report_files_and_no_secret_anywhere(bench, first_run):
     report = (run / "report.md").read_text()
     # report.md is labelled simulated and lists each failure with its stage.
     assert "SIMULATED" in report.upper() and "nvidia-mnbt2048-nopf" in report and "preflight" in report
-    texts = [proc.stdout, proc.stderr] + [p.read_text() for p in run.rglob("*") if p.is_file()]
-    assert not any(SECRET in t for t in texts), "HF token leaked into output or results"
+    # One implementation (scripts/bench_report) wrote every report file, the HTML and the charts.
+    html = (run / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 2 and "SIMULATED" in html
+    charts = {p.name for p in (run / "charts").glob("*.png")}
+    assert {"mtp_uplift.png", "build_vs_build.png", "parallel_scaling.png"} <= charts, charts
+    # The play ends with the table, then the paths of report.html and the charts folder.
+    tail = proc.stdout[proc.stdout.rindex("SIMULATED: figures come from the vLLM simulator"):]
+    assert f"Report: {run}/report.html" in tail and f"Charts: {run}/charts/" in tail
+    texts = [proc.stdout.encode(), proc.stderr.encode()] + [p.read_bytes() for p in run.rglob("*") if p.is_file()]
+    assert not any(SECRET.encode() in t for t in texts), "HF token leaked into output or results"
     # The token did reach the container side: HF_TOKEN is in the launch command, redacted.
     doc = json.loads((run / "pt-sim01" / "nvidia-bare.json").read_text())
     assert "HF_TOKEN=<redacted>" in doc["launch_command"]
+
+
+def report_playbook(bench: Bench, *extra: str) -> subprocess.CompletedProcess:
+    """ansible-playbook playbooks/report.yml over the test's results folder (no host contacted)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+    cmd = [str(BIN / "ansible-playbook"), "playbooks/report.yml", "-e", f"bench_results_dir={bench.results}", *extra]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_report_playbook_compares_with_a_baseline_and_names_stored_runs(bench, first_run):
+    # A baseline made from T1's complete results, marked as measured on vLLM 0.24.0 with single
+    # stream 2 % slower: the re-render of T1 against it has a run-to-run section and a bridge verdict.
+    base = bench.results / "T0"
+    for host in HOSTS:
+        (base / host).mkdir(parents=True, exist_ok=True)
+        for name in ("nvidia-bare", "unsloth-mtp2"):
+            doc = json.loads((bench.results / "T1" / host / f"{name}.json").read_text())
+            doc["manifest"]["vllm_version"] = "0.24.0"
+            for key in ("decode_tok_s_median", "decode_tok_s_min", "decode_tok_s_max"):
+                doc["single"][key] *= 0.98
+            (base / host / f"{name}.json").write_text(json.dumps(doc))
+    results_before = {p: p.read_bytes() for p in (bench.results / "T1").glob("*/*.json")}
+
+    proc = report_playbook(bench, "-e", "run=T1", "-e", "baseline=T0")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run = bench.results / "T1"
+    report = (run / "report.md").read_text()
+    assert "## Run to run: against T0" in report and "## Version bridge" in report
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["baseline_run_id"] == "T0"
+    pairs = doc["run_compare"]["bridge"]["pairs"]
+    assert {(p["host"], p["variant"]) for p in pairs} == {(h, v) for h in HOSTS for v in ("nvidia-bare", "unsloth-mtp2")}
+    assert all(1.5 < p["single_pct"] < 2.6 for p in pairs), pairs  # 1 / 0.98 − 1 = +2.04 %
+    assert "Version bridge against run T0: vLLM 0.24.0 → 0.25.0" in proc.stdout
+    assert "figures comparable across the runs" in proc.stdout
+    assert f"Report: {run}/report.html" in proc.stdout
+    assert {p: p.read_bytes() for p in run.glob("*/*.json")} == results_before, "report.yml changed a result file"
+
+    # A run id that does not exist: one clear line with the stored run ids, nothing rendered.
+    missing = report_playbook(bench, "-e", "run=NOPE")
+    assert missing.returncode != 0
+    assert "no run NOPE under" in missing.stdout and "available run ids: T0, T1" in missing.stdout
+    assert not (bench.results / "NOPE").exists()
 
 
 def test_rerun_with_the_same_run_id_skips_complete_results(bench, first_run):
