@@ -1,15 +1,27 @@
 #!/usr/bin/env python3
-"""``make demo``: the seed article's full matrix on the whole simulated fleet, then the table.
+"""``make demo``: the seed article's full matrix on the whole simulated fleet, its reports, and a
+simulated vLLM version bridge.
 
-Runs ``ansible-playbook bench.yml -l sim_sparks`` (spark-sim01..03: one simulator container per
-host, spark-sim03 about 8 % slower with another driver) with the seed's settings (256 tokens,
-3 runs, 2/4/8 parallel, quality, image), shows one progress line per variant stage, keeps the full
-Ansible output in ``results/<run-id>/ansible.log`` and prints the main table, labelled simulated.
+1. ``ansible-playbook bench.yml -l sim_sparks`` (spark-sim01..03: one simulator container per host,
+   spark-sim03 about 8 % slower with another driver) with the seed's settings (256 tokens, 3 runs,
+   2/4/8 parallel, quality, image). The play's bench_report role renders report.md, report.html,
+   results.csv, results.json and charts/; the demo prints the main table (labelled simulated), the
+   report's summary and what each chart shows.
+2. The version bridge, as the seed did between vLLM v0.24 and v0.25: a reference variant
+   (``nvidia-bare``, 128 tokens × 3 runs) on one simulated host (spark-sim01), first on
+   ``sparkbench/vllm-sim:v0.24.0`` (the simulator emulating vLLM 0.24.0), then on ``:v0.25.0``.
+3. ``ansible-playbook playbooks/report.yml -e run=<v0.25 run> -e baseline=<v0.24 run>``: the
+   run-to-run section and the bridge verdict (comparable when |Δ| ≤ 2.5 %).
 
-    python3 scripts/demo.py                        # what make demo runs
-    python3 scripts/demo.py -- -e bench_backend_comparison=true   # extra ansible-playbook args
+Progress: one line per variant stage; the full Ansible output of each step goes to
+``results/<run-id>/ansible.log``.
 
-Exit status: ansible-playbook's.
+    python3 scripts/demo.py                      # what make demo runs
+    python3 scripts/demo.py --skip-fleet         # only the version bridge (about 3 minutes)
+    python3 scripts/demo.py -- -e bench_backend_comparison=true   # extra args for step 1
+
+Exit status: 0 when every step succeeded, else the first failing ansible-playbook's exit status
+(2 when a simulator image is missing).
 """
 from __future__ import annotations
 
@@ -26,6 +38,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 STAGE_RE = re.compile(r"^TASK \[Bench variant \| (launch|measure|record result|record failure) ([a-z0-9._-]+)\]")
 SIM_IMAGE = "sparkbench/vllm-sim:v0.25.0"
+BRIDGE_OLD_IMAGE = "sparkbench/vllm-sim:v0.24.0"
+BRIDGE_HOST = "spark-sim01"
+BRIDGE_VARIANT = "nvidia-bare"
+# Small bridge runs: the reference variant's single-stream speed is all the bridge compares.
+BRIDGE_SETTINGS = {"bench_select": [BRIDGE_VARIANT], "llm_bench_output_tokens": 128, "llm_bench_runs": 3,
+                   "llm_bench_concurrency": [], "llm_bench_quality": False, "llm_bench_image": False}
+CHART_NOTES = {
+    "mtp_uplift.png": "per model × build, bare single-stream tok/s (dark) plus the uplift of its best MTP "
+                      "configuration (light), total on top — the seed's first chart",
+    "build_vs_build.png": "nvidia vs unsloth per configuration (bare, mtp2, mtp3), with unsloth's Δ % "
+                          "against nvidia printed over its bars",
+    "parallel_scaling.png": "combined tok/s at 1/2/4/8 parallel streams, one line per variant: MTP's lead "
+                            "shrinks as the batch grows",
+    "fleet_bars.png": "per variant, one bar per host; the flagged slow host (spark-sim03) is hatched",
+}
 
 
 def _bin(name: str) -> str:
@@ -34,57 +61,139 @@ def _bin(name: str) -> str:
     return str(local) if local.exists() else name
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--limit", default="sim_sparks", help="hosts (default: the simulated fleet sim_sparks)")
-    parser.add_argument("--run-id", default=None, help="results/<run-id> (default: UTC now, YYYYmmddTHHMMSSZ)")
-    parser.add_argument("extra", nargs="*", help="extra ansible-playbook arguments (after --)")
-    args = parser.parse_args(argv)
+def _rel(path: Path) -> str:
+    """``path`` relative to the repository when inside it."""
+    try:
+        return str(path.relative_to(REPO))
+    except ValueError:
+        return str(path)
 
-    if subprocess.run(["docker", "image", "inspect", SIM_IMAGE], capture_output=True).returncode != 0:
-        print(f"demo: the simulator image {SIM_IMAGE} is missing; run 'make setup' first", file=sys.stderr)
-        return 2
-    run_id = args.run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    results = REPO / "results"
-    run_dir = results / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    log_path = run_dir / "ansible.log"
-    cmd = [_bin("ansible-playbook"), "bench.yml", "-l", args.limit, "-e", f"bench_run_id={run_id}", *args.extra]
+
+def run_playbook(cmd: list[str], log_path: Path, t0: float) -> int:
+    """Run ansible-playbook, write its whole output to ``log_path`` and print one progress line per
+    variant stage (seconds since ``t0``); returns its exit status."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    print(f"demo: the seed matrix on the simulated fleet ({args.limit}), run {run_id}")
-    print(f"demo: full Ansible output in {log_path.relative_to(REPO)}")
-    t0 = time.monotonic()
-    with log_path.open("w", encoding="utf-8") as log, subprocess.Popen(
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("a", encoding="utf-8") as log, subprocess.Popen(
             cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             log.write(line)
             found = STAGE_RE.match(line)
-            if found:
+            if found:  # bench.yml's per-variant task names; hosts run the same variant in step
                 print(f"  [{time.monotonic() - t0:6.0f} s] {found.group(1):<14} {found.group(2)}", flush=True)
             elif line.startswith(("fatal:", "failed:")) and "ignoring" not in line:
                 print("  " + line.rstrip()[:200], flush=True)
-        rc = proc.wait()
-    elapsed = time.monotonic() - t0
+        return proc.wait()
 
+
+def load_report(run_dir: Path) -> dict:
+    """The rendered results.json of a run ({} when the report was not written)."""
+    try:
+        return json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
+    """Step 1: the seed matrix on the fleet; prints the table, the summary and the charts."""
+    run_dir = REPO / "results" / run_id
+    log_path = run_dir / "ansible.log"
+    print(f"demo 1/3: the seed's matrix (2 builds × bare/mtp2/mtp3) on the simulated fleet ({limit}), run {run_id}")
+    print(f"          full Ansible output: {_rel(log_path)}", flush=True)
+    rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", limit, "-e", f"bench_run_id={run_id}", *extra],
+                      log_path, t0)
     sys.path.insert(0, str(REPO / "filter_plugins"))
-    from bench_table import bench_table  # noqa: E402  (the same filter the play prints with)
+    from bench_table import bench_table  # the same filter the play prints with
 
     docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(run_dir.glob("*/*.json"))]
     print()
-    if docs:
-        print(bench_table(docs))
-        print()
-        failed = [d for d in docs if d.get("status") != "complete"]
-        for d in failed:
-            f = d.get("failure") or {}
-            print(f"  {d.get('host')}/{d['variant']['name']}: {d.get('status')} at {f.get('stage')}: {f.get('reason')}"
-                  f" — fix: {f.get('remedy')}")
-        print(f"demo: {len(docs) - len(failed)}/{len(docs)} variants complete in {elapsed / 60:.1f} min; "
-              f"report: {(run_dir / 'report.md').relative_to(REPO)}")
+    if not docs:
+        print(f"demo: no results (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
+        return rc or 1
+    print(bench_table(docs))
+    print()
+    failed = [d for d in docs if d.get("status") != "complete"]
+    for d in failed:
+        f = d.get("failure") or {}
+        print(f"  {d.get('host')}/{d['variant']['name']}: {d.get('status')} at {f.get('stage')}: {f.get('reason')}"
+              f" — fix: {f.get('remedy')}")
+    print(f"demo: {len(docs) - len(failed)}/{len(docs)} variants complete")
+    report = load_report(run_dir)
+    if report:
+        print("\nWhat the report found:")
+        for line in report.get("summary", []):
+            print(f"  - {line}")
+        drawn = [c for c in report.get("charts", []) if c.get("path")]
+        print(f"\nCharts ({_rel(run_dir / 'charts')}/):")
+        for c in drawn:
+            name = Path(c["path"]).name
+            print(f"  {name:<20} {CHART_NOTES.get(name, c.get('title', ''))}")
+        print(f"\nReport: {_rel(run_dir / 'report.html')} (self-contained; open it in a browser)  "
+              f"· also report.md, results.csv, results.json")
     else:
-        print(f"demo: no results (ansible-playbook exit {rc}); see {log_path.relative_to(REPO)}", file=sys.stderr)
+        print(f"demo: the report was not rendered; see {_rel(log_path)}", file=sys.stderr)
+        rc = rc or 1
+    return rc
+
+
+def bridge_step(run_id: str, t0: float) -> int:
+    """Steps 2 and 3: the reference variant on v0.24.0 then v0.25.0, compared with report.yml."""
+    old_id, new_id = f"{run_id}-bridge-v0.24.0", f"{run_id}-bridge-v0.25.0"
+    print(f"\ndemo 2/3: version bridge — {BRIDGE_VARIANT} on {BRIDGE_HOST}, "
+          f"{BRIDGE_SETTINGS['llm_bench_output_tokens']} tokens × {BRIDGE_SETTINGS['llm_bench_runs']} runs, "
+          f"emulated vLLM 0.24.0 then 0.25.0", flush=True)
+    for rid, image in ((old_id, BRIDGE_OLD_IMAGE), (new_id, SIM_IMAGE)):
+        print(f"  run {rid} on {image}", flush=True)
+        extra = json.dumps({**BRIDGE_SETTINGS, "bench_image": image, "bench_run_id": rid})
+        rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", BRIDGE_HOST, "-e", extra],
+                          REPO / "results" / rid / "ansible.log", t0)
+        if rc != 0:
+            print(f"demo: the bridge run {rid} failed (exit {rc}); see {_rel(REPO / 'results' / rid / 'ansible.log')}",
+                  file=sys.stderr)
+            return rc
+    new_dir = REPO / "results" / new_id
+    print(f"\ndemo 3/3: ansible-playbook playbooks/report.yml -e run={new_id} -e baseline={old_id}", flush=True)
+    rc = run_playbook([_bin("ansible-playbook"), "playbooks/report.yml", "-e", f"run={new_id}", "-e", f"baseline={old_id}"],
+                      new_dir / "report.log", t0)
+    report = load_report(new_dir)
+    bridge = (report.get("run_compare") or {}).get("bridge") or {}
+    if rc != 0 or not bridge.get("pairs"):
+        print(f"demo: the run-to-run report failed (exit {rc}); see {_rel(new_dir / 'report.log')}", file=sys.stderr)
+        return rc or 1
+    for p in bridge["pairs"]:
+        print(f"  {p['host']} {p['variant']}: vLLM {p['baseline_vllm']} {p['baseline_single']:.2f} tok/s → "
+              f"{p['current_vllm']} {p['current_single']:.2f} tok/s ({p['single_pct']:+.1f} %)")
+    verdict = next((line for line in report.get("summary", []) if line.startswith("Version bridge")), bridge.get("verdict"))
+    print(f"  verdict: {verdict}")
+    print(f"  report: {_rel(new_dir / 'report.html')} (sections 'Version bridge' and 'Run to run')")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the exit status."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--limit", default="sim_sparks", help="hosts of step 1 (default: the simulated fleet sim_sparks)")
+    parser.add_argument("--run-id", default=None, help="results/<run-id> (default: UTC now, YYYYmmddTHHMMSSZ)")
+    parser.add_argument("--skip-fleet", action="store_true", help="only the version bridge (steps 2 and 3)")
+    parser.add_argument("--no-bridge", action="store_true", help="only the fleet run (step 1)")
+    parser.add_argument("extra", nargs="*", help="extra ansible-playbook arguments for step 1 (after --)")
+    args = parser.parse_args(argv)
+
+    for image in (SIM_IMAGE, BRIDGE_OLD_IMAGE):
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
+            print(f"demo: the simulator image {image} is missing; run 'make setup' first", file=sys.stderr)
+            return 2
+    run_id = args.run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    t0 = time.monotonic()
+    rc = 0
+    if not args.skip_fleet:
+        rc = fleet_step(run_id, args.limit, args.extra, t0)
+    if not args.no_bridge:
+        bridge_rc = bridge_step(run_id, t0)
+        rc = rc or bridge_rc
+    print(f"\ndemo: done in {(time.monotonic() - t0) / 60:.1f} min (exit {rc}); all figures are SIMULATED")
     return rc
 
 
