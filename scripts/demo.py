@@ -49,8 +49,8 @@ CHART_NOTES = {
                       "configuration (light), total on top — the seed's first chart",
     "build_vs_build.png": "nvidia vs unsloth per configuration (bare, mtp2, mtp3), with unsloth's Δ % "
                           "against nvidia printed over its bars",
-    "parallel_scaling.png": "combined tok/s at 1/2/4/8 parallel streams, one line per variant: MTP's lead "
-                            "shrinks as the batch grows",
+    "parallel_scaling.png": "combined tok/s at 1/2/4/8 parallel streams, one line per variant: the builds' "
+                            "lines converge as parallelism grows (the gap at 8 parallel is in the summary above)",
     "fleet_bars.png": "per variant, one bar per host; the flagged slow host (spark-sim03) is hatched",
 }
 
