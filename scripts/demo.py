@@ -51,7 +51,8 @@ CHART_NOTES = {
                           "against nvidia printed over its bars",
     "parallel_scaling.png": "combined tok/s at 1/2/4/8 parallel streams, one line per variant: the builds' "
                             "lines converge as parallelism grows (the gap at 8 parallel is in the summary above)",
-    "fleet_bars.png": "per variant, one bar per host; the flagged slow host (spark-sim03) is hatched",
+    "fleet_bars.png": "per variant, one bar per host; hosts flagged below the fleet median are hatched "
+                      "(the demo's slow spark-sim03)",
 }
 
 
