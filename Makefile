@@ -4,7 +4,8 @@
 #                the Debian base image, the simulator images and headless Chromium (report tests).
 #                Idempotent: seconds when done.
 #   make test    setup + the whole suite (pytest, ansible-lint, Molecule). What CI runs.
-#   make demo    the full seed matrix on the simulated Spark fleet; prints the tables.
+#   make demo    the full seed matrix on the simulated Spark fleet: tables, report.html, charts,
+#                and a simulated v0.24 -> v0.25 version bridge.
 #   make bench   benchmarks of sparkbench itself; rewrites BENCHMARKS.md.
 
 SHELL := /bin/bash
@@ -23,7 +24,7 @@ export ANSIBLE_GALAXY_DISABLE_GPG_VERIFY := 1
 .PHONY: help setup venv docker images chromium test pytest lint molecule demo bench clean
 
 help:
-	@sed -n '3,9p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
 
 setup: venv docker images chromium
 
