@@ -111,6 +111,8 @@ def test_host_and_name_mismatch_rejected(runs: Path):
     (["{seed}", "--fleet-threshold", "-3"], "argument --fleet-threshold: expected a percentage ≥ 0"),
     (["{seed}", "--reference-build", "amd"], "reference build 'amd' is not in the results"),
     (["{seed}", "--profiles", "nowhere"], "--profiles nowhere is not a directory"),
+    (["{seed}", "--host-failure", "bad host=down"], "argument --host-failure: expected HOST=REASON"),
+    (["{seed}", "--host-failure", "spark02"], "argument --host-failure: expected HOST=REASON"),
 ])
 def test_bad_input_one_line_error(runs: Path, tmp_path: Path, args: list[str], message: str):
     (tmp_path / "empty").mkdir()
@@ -164,3 +166,27 @@ def test_manifest_summary(runs: Path):
     assert man["launch_commands"]["nvidia-bare"].startswith("vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4 --kv-cache-dtype fp8")
     md = (runs / "fleet-sim" / "report.md").read_text(encoding="utf-8")
     assert "| driver " in md and "varies by host — spark-sim01: 580.95.05; spark-sim02: 580.95.05; spark-sim03: 580.82.07" in md
+
+
+def test_hosts_without_results_listed_with_reason(runs: Path):
+    run = runs / "fleet-sim"
+    proc = render(str(run), "--host-failure", "spark-down=unreachable: Failed to connect to the host via ssh",
+                  "--host-failure", "spark-disk=Host | check free disk: HF_TOKEN=hf_abcdefghijklmnop too little disk",
+                  "--host-failure", "spark-sim01=ignored: this host has result files")
+    assert proc.returncode == 0, proc.stderr
+    md = (run / "report.md").read_text(encoding="utf-8")
+    section = " ".join(md.split("## Hosts without results", 1)[1].split("\n## ", 1)[0].split())  # padding off
+    assert "| spark-down | unreachable: Failed to connect to the host via ssh |" in section
+    assert "| spark-disk | Host \\| check free disk: HF_TOKEN=<redacted> too little disk |" in section
+    assert "spark-sim01" not in section  # it has results: never listed as without
+    assert "- spark-down: no results — unreachable: Failed to connect to the host via ssh" in md
+    assert "- spark-down: no results — unreachable" in proc.stdout
+    html = (run / "report.html").read_text(encoding="utf-8")
+    assert '<h2 id="hosts_without_results">Hosts without results</h2>' in html and "<td" in html
+    doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    assert [x["host"] for x in doc["hosts_without_results"]] == ["spark-disk", "spark-down"]
+    for name in ("report.md", "report.html", "results.json"):
+        assert "hf_abcdefghijklmnop" not in (run / name).read_text(encoding="utf-8"), name
+    # Without the option the section is absent.
+    assert render(str(run), "--quiet").returncode == 0
+    assert "Hosts without results" not in (run / "report.md").read_text(encoding="utf-8")

@@ -1,5 +1,6 @@
 """Command line: ``python3 scripts/bench_report render RUN_DIR [--baseline RUN_DIR]
-[--fleet-threshold 5] [--bridge-threshold 2.5] [--reference-build NAME] [--profiles DIR]``.
+[--fleet-threshold 5] [--bridge-threshold 2.5] [--reference-build NAME] [--profiles DIR]
+[--host-failure HOST=REASON ...]``.
 
 Exit status: 0 report written (unreadable result files are listed in the report and on stderr,
 the others are reported); 2 bad usage or input (missing run directory, no result file, bad
@@ -8,28 +9,44 @@ option) — one line on stderr, never a traceback."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import fleet, headtohead, manifest, runcompare, tables
 from .html_page import render_html
-from .load import RunNotFound, apply_profiles, load_run
+from .load import RunNotFound, apply_profiles, load_run, result_files
+from .table import Table, redact
 from .writers import markdown, results_csv, results_json, write_atomic
 
 EXIT_OK, EXIT_USAGE = 0, 2
+
+
+HOST_RE = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class ReportError(Exception):
     """A one-line, user-facing error (bad input or option)."""
 
 
+def host_failures(run_path: Path, failures: dict[str, str] | None) -> list[dict]:
+    """Hosts that failed as a whole: ``[{"host", "reason"}]`` for each entry of ``failures``
+    (host → reason, e.g. from Ansible's play) whose folder holds no result file in the run;
+    reasons go through the same secret redaction as launch commands."""
+    have = {p.parent.name for p in result_files(run_path)}
+    return [{"host": h, "reason": redact(reason) or "failed (no reason given)"}
+            for h, reason in sorted((failures or {}).items()) if h not in have]
+
+
 def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_threshold: float = 5.0,
            bridge_threshold: float = 2.5, reference_build: str | None = None,
-           profiles: str | Path | None = None) -> dict:
+           profiles: str | Path | None = None, failed_hosts: dict[str, str] | None = None) -> dict:
     """Render the reports of ``run_dir``; returns ``{"paths": {...}, "summary": [...],
-    "load_errors": [...], "charts": [...], "doc": results.json content}``. Raises
-    :class:`ReportError` with a one-line message for bad input."""
+    "load_errors": [...], "charts": [...], "doc": results.json content}``. ``failed_hosts``
+    (host → reason): hosts that failed as a whole; those without a result file in the run are
+    listed under "Hosts without results". Raises :class:`ReportError` with a one-line message
+    for bad input."""
     try:
         run = load_run(run_dir)
         base = load_run(baseline) if baseline else None
@@ -60,7 +77,12 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     failed = [f"{x['host']}/{x['variant']}: {x['status']} at {x['stage'] or '?'} — {x['reason'] or '?'}"
               for x in data["failures"]]
     summary += failed
+    missing = host_failures(run.path, failed_hosts)
+    summary += [f"{x['host']}: no results — {x['reason']}" for x in missing]
     all_tables = tabs[:len(data["hosts"])]
+    if missing:
+        all_tables.append(Table("hosts_without_results", "Hosts without results", ["host", "reason"],
+                                [[x["host"], x["reason"]] for x in missing]))
     if h2h_table:
         all_tables.append(h2h_table)
     all_tables += fleet_tables + rc_tables + tabs[len(data["hosts"]):] + man_tables
@@ -72,7 +94,7 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     doc = {"run_id": run.run_id, "generated_at": ctx["generated_at"], "simulated": ctx["simulated"],
            "load_errors": ctx["load_errors"], "summary": summary, "rows": rows,
            "quality": data["quality"], "image": data["image"], "telemetry": data["telemetry"],
-           "failures": data["failures"], "head_to_head": h2h_data, "fleet": fleet_data,
+           "failures": data["failures"], "hosts_without_results": missing, "head_to_head": h2h_data, "fleet": fleet_data,
            "run_compare": rc_data, "baseline_run_id": base.run_id if base else None,
            "manifest": man_summary, "charts": charts, "tables": [t.as_dict() for t in all_tables]}
     paths = {"report.md": out_dir / "report.md", "results.csv": out_dir / "results.csv",
@@ -83,6 +105,15 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     write_atomic(paths["report.html"], render_html(ctx, charts))
     return {"paths": {k: str(v) for k, v in paths.items()}, "summary": summary,
             "load_errors": ctx["load_errors"], "charts": charts, "doc": doc, "tables": all_tables}
+
+
+def _host_failure(value: str) -> tuple[str, str]:
+    """``HOST=REASON`` → (host, reason); HOST must match ``[A-Za-z0-9._-]+``."""
+    host, sep, reason = value.partition("=")
+    if not sep or not HOST_RE.fullmatch(host):
+        raise argparse.ArgumentTypeError(
+            f"expected HOST=REASON with HOST made of letters, digits, '.', '_' or '-', got {value!r}")
+    return host, " ".join(reason.split())
 
 
 def _positive(value: str) -> float:
@@ -113,11 +144,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="version bridge: figures comparable when every bridge |Δ| ≤ this %% (default 2.5)")
     r.add_argument("--reference-build", help="head-to-head reference build (default: the first listed/measured)")
     r.add_argument("--profiles", help="profiles/ folder to fill results that carry no roofline profile")
+    r.add_argument("--host-failure", type=_host_failure, action="append", default=[], metavar="HOST=REASON",
+                   help="a host that failed as a whole and why (repeatable); listed under "
+                        "'Hosts without results' when the run has no result file of it")
     r.add_argument("--quiet", action="store_true", help="print only the report path")
     args = p.parse_args(argv)
     try:
         out = render(args.run_dir, args.baseline, args.fleet_threshold, args.bridge_threshold,
-                     args.reference_build, args.profiles)
+                     args.reference_build, args.profiles, dict(args.host_failure))
     except ReportError as exc:
         print(f"bench_report: {exc}", file=sys.stderr)
         return EXIT_USAGE
