@@ -179,6 +179,23 @@ def test_unreachable_host_does_not_stop_the_fleet(fault_run) -> None:
     assert fault_run.result("fault-a", "nvidia-bare")["status"] == "complete"
 
 
+def test_report_lists_hosts_without_results_with_the_reason(fault_run) -> None:
+    """Hosts that failed as a whole (no result file) appear in report.md under "Hosts without
+    results" with the reason bench.yml recorded: the connection error, the disk check, the pull."""
+    report = (fault_run.results / "relfaults" / "report.md").read_text(encoding="utf-8")
+    assert "## Hosts without results" in report, report[-3000:]
+    section = report.split("## Hosts without results", 1)[1].split("\n## ", 1)[0]
+    rows = {cells[0]: cells[1] for cells in
+            ([c.strip() for c in line.strip().strip("|").split(" | ")] for line in section.splitlines()
+             if line.startswith("| ") and not line.startswith("| host "))}
+    assert set(rows) == {"rel-down", "fault-disk", "fault-noimage"}, rows
+    assert rows["rel-down"].startswith("unreachable:") and ("18799" in rows["rel-down"]
+                                                             or "refused" in rows["rel-down"]), rows
+    assert "GB free" in rows["fault-disk"] and "GB needed" in rows["fault-disk"], rows
+    assert "Error pulling image sparkbench/not-present-anywhere:v0" in rows["fault-noimage"], rows
+    assert "- rel-down: no results — unreachable:" in report
+
+
 def test_report_shows_each_failure_and_why(fault_run) -> None:
     report = (fault_run.results / "relfaults" / "report.md").read_text(encoding="utf-8")
     for variant in ("crash-start", "crash-mid", "stall", "http500", "gated", "killed"):
