@@ -133,27 +133,57 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     # --- chat -------------------------------------------------------------------------------
-    def chat(self, body: dict) -> None:
-        app = self.app
+    # --- request checks shared by /v1/chat/completions and /v1/completions ------------------
+    def _served_model(self, body: dict) -> str:
+        """The requested model name; vLLM's 404 NotFoundError when it is not served."""
         model = body.get("model")
-        if model not in app.served_names:
-            raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {', '.join(app.served_names)}.", "model")
-        msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs:
-            raise ApiError(400, "messages: Field required; send a non-empty list of chat messages.", "messages")
+        if model not in self.app.served_names:
+            raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: "
+                                f"{', '.join(self.app.served_names)}.", "model")
+        return model
+
+    @staticmethod
+    def _stream_flags(body: dict) -> tuple[bool, bool, bool]:
+        """(stream, include_usage, continuous_usage_stats) with vLLM's stream_options rules."""
         stream = bool(body.get("stream", False))
         sopts = body.get("stream_options")
         if sopts is not None and not stream:
             raise ApiError(400, "Stream options can only be defined when `stream=True`.", "stream_options")
         sopts = sopts or {}
         include_usage = bool(sopts.get("include_usage"))
-        continuous = include_usage and bool(sopts.get("continuous_usage_stats"))
-        text, images, prompt_tokens = app.read_messages(msgs)
-        mml = app.max_model_len
+        return stream, include_usage, include_usage and bool(sopts.get("continuous_usage_stats"))
+
+    def _check_prompt_length(self, prompt_tokens: int) -> int:
+        """vLLM's context-length error for a prompt longer than max_model_len; returns max_model_len."""
+        mml = self.app.max_model_len
         if prompt_tokens > mml:
             raise ApiError(400, f"This model's maximum context length is {mml} tokens. However, your prompt contains "
                                 f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. "
                                 "Please reduce the length of the input prompt.")
+        return mml
+
+    @staticmethod
+    def _min_tokens(body: dict, max_tokens: int) -> int:
+        """``min_tokens`` (default 0), at most the effective max_tokens (SamplingParams' check)."""
+        min_tokens = int(body.get("min_tokens") or 0)
+        if min_tokens > max_tokens:
+            raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={max_tokens}, "
+                                f"got {min_tokens}.", "min_tokens")
+        return min_tokens
+
+    def _maybe_fault_500(self) -> None:
+        if self.app.faults.http500():
+            raise ApiError(500, "Internal server error (simulated fault: VLLM_SIM_FAULT_HTTP500_FRACTION).")
+
+    def chat(self, body: dict) -> None:
+        app = self.app
+        model = self._served_model(body)
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise ApiError(400, "messages: Field required; send a non-empty list of chat messages.", "messages")
+        stream, include_usage, continuous = self._stream_flags(body)
+        text, images, prompt_tokens = app.read_messages(msgs)
+        mml = self._check_prompt_length(prompt_tokens)
         mt = body.get("max_completion_tokens")
         if mt is None:
             mt = body.get("max_tokens")
@@ -168,14 +198,11 @@ class Handler(BaseHTTPRequestHandler):
             mt = min(mt, mml - prompt_tokens)
         else:
             mt = mml - prompt_tokens
-        min_tokens = int(body.get("min_tokens") or 0)
-        if min_tokens > mt:
-            raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={mt}, got {min_tokens}.", "min_tokens")
+        min_tokens = self._min_tokens(body, mt)
         temp = body.get("temperature")
         if temp is not None and (not isinstance(temp, (int, float)) or not 0 <= temp <= 2):
             raise ApiError(400, f"temperature must be in [0, 2], got {temp}.", "temperature")
-        if app.faults.http500():
-            raise ApiError(500, "Internal server error (simulated fault: VLLM_SIM_FAULT_HTTP500_FRACTION).")
+        self._maybe_fault_500()
         ctk = body.get("chat_template_kwargs") or {}
         thinking = app.model_thinks and ctk.get("enable_thinking", body.get("reasoning_effort") != "none") is not False
         rid = "chatcmpl-" + (self.headers.get("X-Request-Id") or secrets.token_hex(8))
@@ -191,27 +218,15 @@ class Handler(BaseHTTPRequestHandler):
     def completion(self, body: dict) -> None:
         """``/v1/completions``: plain text in ``choices[].text``; non-stream max_tokens defaults to 16."""
         app = self.app
-        model = body.get("model")
-        if model not in app.served_names:
-            raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {', '.join(app.served_names)}.", "model")
+        model = self._served_model(body)
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
         if not isinstance(prompt, str):
             raise ApiError(400, "prompt: send one prompt string (batched prompts are not simulated).", "prompt")
-        stream = bool(body.get("stream", False))
-        sopts = body.get("stream_options")
-        if sopts is not None and not stream:
-            raise ApiError(400, "Stream options can only be defined when `stream=True`.", "stream_options")
-        sopts = sopts or {}
-        include_usage = bool(sopts.get("include_usage"))
-        continuous = include_usage and bool(sopts.get("continuous_usage_stats"))
+        stream, include_usage, continuous = self._stream_flags(body)
         prompt_tokens = max(1, answers.count_tokens(prompt))
-        mml = app.max_model_len
-        if prompt_tokens > mml:
-            raise ApiError(400, f"This model's maximum context length is {mml} tokens. However, your prompt contains "
-                                f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. "
-                                "Please reduce the length of the input prompt.")
+        mml = self._check_prompt_length(prompt_tokens)
         mt = body.get("max_tokens", 16)
         mt = 16 if mt is None else mt
         if not isinstance(mt, int) or isinstance(mt, bool) or mt < 1:
@@ -220,11 +235,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, f"max_tokens={mt} cannot be greater than max_model_len={mml}. "
                                 "Please request fewer output tokens.", "max_tokens")
         mt = min(mt, mml - prompt_tokens)
-        min_tokens = int(body.get("min_tokens") or 0)
-        if min_tokens > mt:
-            raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={mt}, got {min_tokens}.", "min_tokens")
-        if app.faults.http500():
-            raise ApiError(500, "Internal server error (simulated fault: VLLM_SIM_FAULT_HTTP500_FRACTION).")
+        min_tokens = self._min_tokens(body, mt)
+        self._maybe_fault_500()
         rid = "cmpl-" + (self.headers.get("X-Request-Id") or secrets.token_hex(8))
         plan = app.answers.plan(prompt, [], False, seed=app.next_seed())
         req = Request(rid=rid, prompt_tokens=prompt_tokens, max_tokens=mt, plan=plan, min_tokens=min_tokens,
