@@ -2005,24 +2005,19 @@ def main(argv: list[str] | None = None) -> int:
         code = EXIT_FAILED if status == "failed" else EXIT_COMPLETE
         if status == "failed":
             log("failed: no single-stream request succeeded")
-    except Unreachable as exc:
+    except (Unreachable, Abort, Interrupted) as exc:
+        # Stop listening for signals, record why the run ended, and say it on one stderr line.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        m.doc["errors"].append({"phase": "probe", "request": None, "message": str(exc)})
-        sys.stderr.write(redact(f"measure.py: error: {exc}\n"))
-        status, code = "failed", EXIT_USAGE
-    except Abort as exc:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        m.doc["errors"].append({"phase": "run", "request": None, "message": str(exc)})
-        sys.stderr.write(redact(f"measure.py: incomplete: {exc}\n"))
-        status, code = "incomplete", EXIT_INCOMPLETE
-    except Interrupted as exc:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        m.doc["errors"].append({"phase": "run", "request": None, "message": f"interrupted by {exc}"})
-        sys.stderr.write(f"measure.py: incomplete: interrupted by {exc}\n")
-        status, code = "incomplete", EXIT_INCOMPLETE
+        if isinstance(exc, Unreachable):
+            phase, message, status, code, word = "probe", str(exc), "failed", EXIT_USAGE, "error"
+        elif isinstance(exc, Abort):
+            phase, message, status, code, word = "run", str(exc), "incomplete", EXIT_INCOMPLETE, "incomplete"
+        else:
+            phase, message, status, code, word = ("run", f"interrupted by {exc}", "incomplete",
+                                                  EXIT_INCOMPLETE, "incomplete")
+        m.doc["errors"].append({"phase": phase, "request": None, "message": message})
+        sys.stderr.write(redact(f"measure.py: {word}: {message}\n"))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     doc = m.finish(status)
