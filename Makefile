@@ -30,11 +30,13 @@ setup: venv docker images chromium
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt pyproject.toml
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	@echo "setup: installing Python packages into $(VENV) (first time: a few minutes)"
 	@$(VPY) -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
 	@$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	@# The sparkbench package (editable: the plugins, reports and runner import the working tree).
+	@$(VPY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	@touch $@
 
 docker:
@@ -43,6 +45,7 @@ docker:
 images: docker
 	@scripts/build_base_image.sh
 	@scripts/build_sim_image.sh $(SIM_VERSION)
+	@scripts/build_vllm_cpu_image.sh
 
 chromium:
 	@scripts/setup_chromium.sh

@@ -5,8 +5,8 @@ simulated vLLM version bridge.
 1. ``ansible-playbook bench.yml -l sim_sparks`` (spark-sim01..03: one simulator container per host,
    spark-sim03 about 8 % slower with another driver) with the seed's settings (256 tokens, 3 runs,
    2/4/8 parallel, quality, image). The play's bench_report role renders report.md, report.html,
-   results.csv, results.json and charts/; the demo prints the main table (labelled simulated), the
-   report's summary and what each chart shows.
+   results.csv, results.json and charts/; the demo prints the main table from results.json (the one
+   the play prints, labelled simulated), the report's summary and what each chart shows.
 2. The version bridge, as the seed did between vLLM v0.24 and v0.25: a reference variant
    (``nvidia-bare``, 128 tokens × 3 runs) on one simulated host (spark-sim01), first on
    ``sparkbench/vllm-sim:v0.24.0`` (the simulator emulating vLLM 0.24.0), then on ``:v0.25.0``.
@@ -105,37 +105,29 @@ def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
     print(f"          full Ansible output: {_rel(log_path)}", flush=True)
     rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", limit, "-e", f"bench_run_id={run_id}", *extra],
                       log_path, t0)
-    sys.path.insert(0, str(REPO / "filter_plugins"))
-    from bench_table import bench_table  # the same filter the play prints with
-
-    docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(run_dir.glob("*/*.json"))]
+    report = load_report(run_dir)  # the table the play printed, from the rendered results.json
     print()
-    if not docs:
-        print(f"demo: no results (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
+    if not report.get("rows"):
+        print(f"demo: no report (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
         return rc or 1
-    print(bench_table(docs))
+    print(report["terminal_table"])
     print()
-    failed = [d for d in docs if d.get("status") != "complete"]
-    for d in failed:
-        f = d.get("failure") or {}
-        print(f"  {d.get('host')}/{d['variant']['name']}: {d.get('status')} at {f.get('stage')}: {f.get('reason')}"
-              f" — fix: {f.get('remedy')}")
-    print(f"demo: {len(docs) - len(failed)}/{len(docs)} variants complete")
-    report = load_report(run_dir)
-    if report:
-        print("\nWhat the report found:")
-        for line in report.get("summary", []):
-            print(f"  - {line}")
-        drawn = [c for c in report.get("charts", []) if c.get("path")]
-        print(f"\nCharts ({_rel(run_dir / 'charts')}/):")
-        for c in drawn:
-            name = Path(c["path"]).name
-            print(f"  {name:<20} {CHART_NOTES.get(name, c.get('title', ''))}")
-        print(f"\nReport: {_rel(run_dir / 'report.html')} (self-contained; open it in a browser)  "
-              f"· also report.md, results.csv, results.json")
-    else:
-        print(f"demo: the report was not rendered; see {_rel(log_path)}", file=sys.stderr)
-        rc = rc or 1
+    for f in report.get("failures", []):
+        print(f"  {f['host']}/{f['variant']}: {f['status']} at {f['stage']}: {f['reason']} — fix: {f['remedy']}")
+    for e in report.get("load_errors", []):
+        print(f"  not read: {e}")
+    complete = sum(1 for r in report["rows"] if r["status"] == "complete")
+    print(f"demo: {complete}/{len(report['rows']) + len(report.get('load_errors', []))} variants complete")
+    print("\nWhat the report found:")
+    for line in report.get("summary", []):
+        print(f"  - {line}")
+    drawn = [c for c in report.get("charts", []) if c.get("path")]
+    print(f"\nCharts ({_rel(run_dir / 'charts')}/):")
+    for c in drawn:
+        name = Path(c["path"]).name
+        print(f"  {name:<20} {CHART_NOTES.get(name, c.get('title', ''))}")
+    print(f"\nReport: {_rel(run_dir / 'report.html')} (self-contained; open it in a browser)  "
+          f"· also report.md, results.csv, results.json")
     return rc
 
 

@@ -11,9 +11,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-sys.path.insert(0, str(REPO / "filter_plugins"))
 
-import variant_matrix as vm  # noqa: E402
+from sparkbench import matrix as vm  # noqa: E402
 
 
 def inventory() -> dict:

@@ -7,7 +7,6 @@ prometheus_client (Prometheus text), the openai client (SSE), jsonschema.
 from __future__ import annotations
 
 import http.server
-import importlib.util
 import json
 import os
 import signal
@@ -24,6 +23,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparkbench import measure as M
+
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"
@@ -37,15 +38,6 @@ QWEN = ["--reasoning-parser", "qwen3"]
 PROFILE = json.loads((REPO / "profiles" / "models" / "nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
 
 
-def _load_measure():
-    spec = importlib.util.spec_from_file_location("sparkbench_measure_sim", MEASURE)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-M = _load_measure()
 
 
 def measure(args: list[str], out: Path | None, env: dict[str, str] | None = None,
@@ -123,6 +115,9 @@ def test_full_run_every_phase(sim_factory, tmp_path: Path) -> None:
         assert r["continuous_usage"] and r["first_chunk_tokens"] >= 1 and r["error"] is None
     assert s["decode_tok_s_min"] <= s["decode_tok_s_median"] <= s["decode_tok_s_max"]
     assert 0 < s["ttft_s_median"] < 2
+    assert (s["requested_runs"], s["attempted_runs"], s["valid_runs"], s["n"]) == (3, 3, 3, 3)
+    assert s["decode_sources"] == ["usage"] and s["prompt_tokens_uniform"] is True
+    assert doc["warnings"] == []
     # parallel
     assert [p["concurrency"] for p in doc["parallel"]] == [2, 4]
     for p in doc["parallel"]:
@@ -130,6 +125,8 @@ def test_full_run_every_phase(sim_factory, tmp_path: Path) -> None:
         assert p["completion_tokens"] == 128 * p["concurrency"]
         assert p["ttft_s"]["p50"] <= p["ttft_s"]["p90"] <= p["ttft_s"]["p99"]
         assert 0 < p["itl_s"]["p50"] <= p["itl_s"]["p99"]
+        assert p["itl_streams"] == p["per_stream_n"] == p["concurrency"] == len(p["per_stream"])
+        assert p["waves_observed"] == 1 and p["queued_requests"] == 0
     # context: depth 0 is not a point; 3000 is, with the server's prompt token count
     assert [c["depth"] for c in doc["context"]] == [3000]
     c = doc["context"][0]
@@ -201,6 +198,22 @@ def test_combined_throughput_within_2pct_of_server_timeline(sim_factory, tmp_pat
     assert p["errors"] == 0 and p["completion_tokens"] == n * tokens
     assert p["combined_tok_s"] == pytest.approx(truth, rel=0.02)
     assert len(p["per_stream_decode_tok_s"]) == n
+
+
+def test_speed_prompts_one_length_and_waves_above_max_num_seqs(sim_factory, tmp_path: Path) -> None:
+    """Every speed prompt (warm-up, single, parallel) has the server's same prompt_tokens; a wave
+    of 4 on a server that runs 2 at once (--max-num-seqs 2) is visible as 2 waves."""
+    sim = sim_factory(model=MODEL, args=[*BARE, "--max-num-seqs", "2"], env={"VLLM_SIM_RATE": "400"})
+    rc, doc, _, stderr = measure(["--base-url", sim.base_url, "--runs", "3", "--warmup", "1", "--concurrency", "4",
+                                  "--output-tokens", "48"], tmp_path / "r.json")
+    assert rc == 0, stderr
+    s = doc["single"]
+    assert s["prompt_tokens_uniform"] is True and s["prompt_tokens"] == s["warmup_prompt_tokens"] > 0
+    assert {r["prompt_tokens"] for r in s["runs"]} == {s["prompt_tokens"]}
+    p = doc["parallel"][0]
+    assert {x["prompt_tokens"] for x in p["per_stream"]} == {s["prompt_tokens"]} and p["prompt_tokens_uniform"]
+    assert p["waves_observed"] == 2 and p["queued_requests"] == 2 and p["server_slots"] is None
+    assert [w["code"] for w in doc["warnings"]] == ["parallel_waves"] and "2 waves" in stderr
 
 
 # ---- oracles: openai client for SSE, prometheus_client for /metrics ------------------------------------------
@@ -372,7 +385,14 @@ def test_http_errors_are_recorded_and_the_run_continues(sim_factory, tmp_path: P
     assert doc["status"] == "complete"
     failed = [r for r in doc["single"]["runs"] if r["error"]]
     assert failed and all(r["error"].startswith("HTTP 500") for r in failed)
-    assert len(failed) < 6 and doc["single"]["decode_tok_s_median"] is not None
+    # failed runs are re-run (at most 2 x --runs in all) until 6 are valid; every attempt is kept
+    s = doc["single"]
+    assert s["attempted_runs"] == len(s["runs"]) <= 12 and s["requested_runs"] == 6
+    assert s["valid_runs"] == s["n"] == len(s["runs"]) - len(failed)
+    assert s["valid_runs"] == 6 or s["attempted_runs"] == 12
+    assert all(r["decode_reason"] == "request failed" and r["valid"] is False for r in failed)
+    assert s["decode_tok_s_median"] is not None and "decode_reason" not in s
+    assert [r["attempt"] for r in s["runs"]] == list(range(len(s["runs"])))
     assert doc["parallel"][0]["errors"] == 8 - doc["parallel"][0]["completed"]
     assert any(e["message"].startswith("HTTP 500") for e in doc["errors"])
 
@@ -492,16 +512,27 @@ def test_server_without_vllm_extensions(strict_server, tmp_path: Path) -> None:
     assert any("length not forced" in e["message"] for e in doc["errors"])
 
 
-def test_multi_token_chunks_without_usage_counts_give_no_decode_figure(strict_server, tmp_path: Path) -> None:
+def test_multi_token_chunks_without_usage_counts_give_a_bounded_figure(strict_server, tmp_path: Path) -> None:
+    """3 tokens a chunk, usage only at the end: 24 tokens in 8 chunks. The figure is given with its
+    bound (the first chunk held 1 to 17 tokens) instead of nothing; ITL stays unknown, with a reason."""
     url = strict_server(3)
     rc, doc, _, _ = measure(["--base-url", url, "--runs", "1", "--concurrency", "2", "--output-tokens", "32"],
                             tmp_path / "r.json")
     assert rc == 0
     r = doc["single"]["runs"][0]
-    assert r["decode_tok_s"] is None and "several tokens" in r["decode_reason"]
-    assert doc["single"]["decode_tok_s_median"] is None and doc["single"]["decode_reason"]
+    assert r["decode_source"] == "chunk_count_bounded" and r["first_chunk_tokens_inferred"] is True
+    assert r["first_chunk_tokens"] == 1 and r["first_chunk_tokens_max"] == 17 and r["content_chunks"] == 8
+    b = r["decode_bound"]
+    assert b["missing_chunks"] == 16 and b["low"] < b["high"] == pytest.approx(r["decode_tok_s"])
+    assert b["high"] / b["low"] == pytest.approx(23 / 7)
+    assert "24 tokens in 8 content chunks" in r["chunk_note"]
+    s = doc["single"]
+    assert s["valid_runs"] == s["n"] == s["attempted_runs"] == 1 and "decode_reason" not in s
+    assert s["decode_tok_s_median_bound"] == {"low": pytest.approx(b["low"]), "high": pytest.approx(b["high"])}
     p = doc["parallel"][0]
-    assert p["per_stream_decode_tok_s"] == [] and p["itl_s"]["p50"] is None and p["itl_reason"]
+    assert len(p["per_stream_decode_tok_s"]) == 2 and p["per_stream_n"] == 2
+    assert all(x["decode_source"] == "chunk_count_bounded" for x in p["per_stream"])
+    assert p["itl_s"]["p50"] is None and p["itl_streams"] == 0 and "2 of 2 completed streams" in p["itl_reason"]
     assert p["combined_tok_s"] > 0  # total tokens come from the final usage, which the server did send
 
 

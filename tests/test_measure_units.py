@@ -5,13 +5,11 @@ Oracles: prometheus_client's parser, numpy.percentile, Pillow (PNG decoding).
 """
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import math
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy
@@ -19,20 +17,13 @@ import pytest
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparkbench import measure as M
+
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "measure"
 QUALITY = json.loads((REPO / "profiles" / "quality.json").read_text(encoding="utf-8"))
 
 
-def _load_measure():
-    spec = importlib.util.spec_from_file_location("sparkbench_measure", REPO / "scripts" / "measure.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up here
-    spec.loader.exec_module(mod)
-    return mod
-
-
-M = _load_measure()
 
 
 def _norm(v: float) -> str:
@@ -193,11 +184,15 @@ def test_without_per_chunk_usage_decode_only_when_one_token_per_chunk() -> None:
     res = M.decode_stream(_raw(body, [len(body) // 2], chunked=False))
     dec, first, why = res.decode()
     assert why is None and first == 1 and not res.done
+    assert res.decode_info().source == "chunk_count" and res.decode_info().first_inferred
     multi = [_chunk(content="ab"), _chunk(content="cd", finish="length")] + [tail]
-    res2 = M.decode_stream(_raw(_sse(multi), [], chunked=False))
-    dec2, _, why2 = res2.decode()
-    assert dec2 is None and "several tokens" in why2
-    assert res2.itl_samples() is None
+    res2 = M.decode_stream(_raw(_sse(multi), [len(_sse(multi[:1]))], chunked=False))
+    d2 = res2.decode_info()
+    # 4 tokens in 2 chunks, 0.01 s apart: the first chunk held 1..3 tokens -> 1/0.01 .. 3/0.01 tok/s
+    assert d2.source == "chunk_count_bounded" and d2.first_inferred and d2.first_max == 3
+    assert d2.bound == {"low": pytest.approx(100.0), "high": pytest.approx(300.0), "missing_chunks": 2}
+    assert d2.tok_s == pytest.approx(300.0) and "4 tokens in 2 content chunks" in d2.note
+    assert res2.itl_samples() is None and "4 tokens came in 2 content chunks" in res2.itl_reason()
     nousage = M.decode_stream(_raw(_sse([_chunk(content="a"), _chunk(content="b", finish="stop")]), [], chunked=False))
     assert nousage.decode()[0] is None and "no usage" in nousage.decode()[2]
 

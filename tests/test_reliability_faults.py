@@ -13,9 +13,10 @@ import threading
 import time
 import urllib.request
 
+import jsonschema
 import pytest
 
-from test_reliability_common import remove_containers, run_playbook
+from test_reliability_common import REPO, remove_containers, run_playbook
 
 HOSTS = ["fault-a", "fault-b", "fault-kill", "fault-port", "fault-disk", "fault-noimage", "rel-down"]
 KILL_PORT = 18631
@@ -194,6 +195,15 @@ def test_report_lists_hosts_without_results_with_the_reason(fault_run) -> None:
     assert "GB free" in rows["fault-disk"] and "GB needed" in rows["fault-disk"], rows
     assert "Error pulling image sparkbench/not-present-anywhere:v0" in rows["fault-noimage"], rows
     assert "- rel-down: no results — unreachable:" in report
+    # A host that failed in provisioning still has a document per planned variant (stage host),
+    # each matching the schema; an unreachable host has none (nothing of it was planned to run).
+    schema = json.loads((REPO / "schema" / "result.schema.json").read_text())
+    docs = sorted((fault_run.results / "relfaults" / "fault-disk").glob("*.json"))
+    assert docs
+    for path in docs:
+        doc = json.loads(path.read_text())
+        jsonschema.validate(doc, schema)
+        assert doc["status"] == "failed" and doc["failure"]["stage"] == "host" and "GB needed" in doc["failure"]["reason"]
 
 
 def test_report_shows_each_failure_and_why(fault_run) -> None:

@@ -5,14 +5,12 @@ with no Python traceback; unknown quantization fails the variant at preflight wi
 from __future__ import annotations
 
 import shutil
-import sys
 
 import pytest
 
 from test_reliability_common import FIXTURES, REPO, remove_containers, run_playbook
 
-sys.path.insert(0, str(REPO / "filter_plugins"))
-import bench_inputs  # noqa: E402
+from sparkbench.settings import settings_errors  # noqa: E402
 
 BAD_HOSTS = ["bad-args-type", "bad-unknown-key", "bad-spec-json", "bad-output-tokens", "bad-runs",
              "bad-concurrency", "bad-duplicate", "bad-no-profile", "bad-profile-type", "bad-exposed",
@@ -86,7 +84,7 @@ def test_unknown_quantization_fails_its_variant_at_preflight_without_a_server(ba
     ({"runs": True}, "llm_bench_runs is True"),
 ])
 def test_settings_checks_name_the_variable(settings: dict, needle: str) -> None:
-    errors = bench_inputs.bench_input_errors(settings)
+    errors = settings_errors(settings)
     assert len(errors) == 1 and needle in errors[0] and "\n" not in errors[0]
 
 
@@ -97,5 +95,5 @@ def test_good_settings_and_project_profiles_pass() -> None:
     hw = json.loads((REPO / "profiles" / "hardware" / "dgx-spark.json").read_text())
     good = {"output_tokens": 256, "runs": 3, "warmup": 0, "concurrency": [2, 4, 8], "context": [0],
             "quality_max_tokens": "4096", "request_timeout_s": 600, "stall_timeout_s": 60}
-    assert bench_inputs.bench_input_errors(good, profiles, hw) == []
-    assert bench_inputs.bench_input_errors({"concurrency": []}) == []
+    assert settings_errors(good, profiles, hw) == []
+    assert settings_errors({"concurrency": []}) == []

@@ -1,4 +1,4 @@
-"""Sandbox for model-generated code (DESIGN's contract), through measure.py's Sandbox: a network
+"""Sandbox for model-generated code (docs/RELIABILITY.md), through measure.py's Sandbox: a network
 attempt and a write outside the sandbox's temp dir fail inside it (Docker sandbox, and the
 unshare fallback where it works here); with no sandbox available the code is never run and the
 check is `skipped`. Complements tests/test_measure_units.py (pass/fail of the asserts, /etc)."""

@@ -4,17 +4,15 @@ the right kind was written, or none when there was nothing to plot)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from sparkbench.report import charts
+from sparkbench.report.compare import fleet_compare
+
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "tests" / "fixtures" / "runs"
-sys.path.insert(0, str(REPO / "scripts"))
-
-from bench_report import charts  # noqa: E402
-from bench_report.filters import fleet_compare  # noqa: E402
 
 
 def load(run: str) -> list[dict]:
@@ -64,7 +62,7 @@ def test_fleet_charts_synthetic(tmp_path: Path):
     assert par["data"]["series"]["nvidia-bare"] == pytest.approx([76.0, 140.0, 250.0, 420.0])
     assert "nvidia-mtp3-mnbt2048" not in par["data"]["series"]  # failed: nothing to plot
     assert "SIMULATED" in par["title"] and is_png(par["path"])
-    fl = charts.fleet_bars(fleet, tmp_path, fleet_compare.fleet_compare(fleet))
+    fl = charts.fleet_bars(fleet, tmp_path, fleet_compare(fleet))
     d = fl["data"]
     assert d["hosts"] == ["spark-sim01", "spark-sim02", "spark-sim03"]
     assert d["flagged"] == ["spark-sim03"]

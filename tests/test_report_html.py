@@ -73,7 +73,7 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
 def report(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("html") / "fleet-sim"
     shutil.copytree(RUNS / "fleet-sim", dest)
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_report"), "render", str(dest), "--quiet"],
+    proc = subprocess.run([sys.executable, "-m", "sparkbench.report", "render", str(dest), "--quiet"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return dest / "report.html"

@@ -1,4 +1,4 @@
-"""``python3 scripts/bench_report render``: end to end on fixture runs copied to a temp dir —
+"""``python3 -m sparkbench.report render``: end to end on fixture runs copied to a temp dir —
 outputs written, the seed's headline figures readable off the report, corrupt files reported
 without losing the others, bad input as one-line errors."""
 
@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "tests" / "fixtures" / "runs"
-RENDER = [sys.executable, str(REPO / "scripts" / "bench_report")]
+RENDER = [sys.executable, "-m", "sparkbench.report"]
 
 
 @pytest.fixture()
@@ -190,3 +190,17 @@ def test_hosts_without_results_listed_with_reason(runs: Path):
     # Without the option the section is absent.
     assert render(str(run), "--quiet").returncode == 0
     assert "Hosts without results" not in (run / "report.md").read_text(encoding="utf-8")
+
+
+def test_expected_hosts_without_results_get_the_default_reason(runs: Path):
+    """--expected-host: the hosts the run targeted; the renderer lists those without a result file
+    (the reason from --host-failure, else --missing-host-reason), never one that has results."""
+    run = runs / "fleet-sim"
+    proc = render(str(run), "--quiet", "--expected-host", "spark-sim01", "--expected-host", "spark-gone",
+                  "--expected-host", "spark-down", "--host-failure", "spark-down=unreachable: no route",
+                  "--missing-host-reason", "no result file: see the play output")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    assert doc["hosts_without_results"] == [{"host": "spark-down", "reason": "unreachable: no route"},
+                                            {"host": "spark-gone", "reason": "no result file: see the play output"}]
+    assert "- spark-gone: no results — no result file: see the play output" in (run / "report.md").read_text()

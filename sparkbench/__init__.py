@@ -1,0 +1,14 @@
+"""sparkbench: the pure logic behind the playbooks, the reports and the runner.
+
+One owner per data shape (docs/ARCHITECTURE.md lists them): the variant matrix and launch spec
+(:mod:`sparkbench.launch`), the measurement settings (:mod:`sparkbench.settings`), the result
+document (:mod:`sparkbench.result`), the report's numbers (:mod:`sparkbench.report`). The filter
+and action plugins in the repository are thin adapters over these modules.
+
+``sparkbench/measure.py`` is the measurement script: one standard-library file copied to each
+host (``scripts/measure.py`` links to it). The package may import it; it imports nothing of the
+package.
+"""
+
+__all__ = ["__version__"]
+__version__ = "0.2.0"

@@ -1,0 +1,34 @@
+"""The base of sparkbench's action plugins (``action_plugins/``): controller-side, no connection,
+variables read by name and templated, ``InputError`` turned into a failed task with its message."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from .errors import InputError
+
+
+class ControllerAction(ActionBase):
+    """Runs on the controller only; subclasses implement ``act(args, variables, task_vars)``."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    #: Host variables the action reads (templated before ``act``).
+    VARIABLE_NAMES: Iterable[str] = ()
+
+    def act(self, args: dict, variables: dict[str, Any], task_vars: dict) -> dict:  # pragma: no cover
+        raise NotImplementedError
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        variables = {n: self._templar.template(task_vars[n]) for n in self.VARIABLE_NAMES if n in task_vars}
+        try:
+            result.update(self.act(dict(self._task.args), variables, task_vars))
+        except InputError as exc:
+            result.update(failed=True, msg=str(exc))
+        return result

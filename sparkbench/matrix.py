@@ -1,0 +1,207 @@
+"""The variant matrix: builds × configurations (+ extra variants) → expanded variants.
+
+The inventory writes the seed's matrix compactly::
+
+    bench_builds:   [{name: nvidia, model: nvidia/Qwen3.6-35B-A3B-NVFP4, args: {quantization: modelopt}}, ...]
+    bench_configs:  [{name: bare}, {name: mtp2, args: {speculative-config: {...}}}, ...]
+
+and this filter expands it into one mapping per variant, named ``<build>-<config>``::
+
+    {name, build, config, model, revision, image, vllm_version, env, args, preflight, kind, index}
+
+Precedence (later wins): common args/env/image → build → configuration → extra variant.
+A flag set to ``null`` at a later level removes it. Pure function, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import InputError
+from .launch import normalize_args
+
+NAME_RE = re.compile(r"^[a-z0-9._-]+$")
+_BUILD_KEYS = {"name", "model", "revision", "image", "image_flavor", "vllm_version", "env", "args", "description"}
+_CONFIG_KEYS = {"name", "image", "image_flavor", "vllm_version", "env", "args", "description"}
+_EXTRA_KEYS = {"name", "build", "config", "model", "revision", "image", "image_flavor", "vllm_version", "env",
+               "args", "description", "preflight"}
+
+
+def _err(msg: str) -> InputError:
+    return InputError(f"variant matrix: {msg}")
+
+
+def _type_name(value: Any) -> str:
+    """YAML's word for a value's type (Ansible's lazy containers read as list / mapping)."""
+    if isinstance(value, Mapping):
+        return "mapping"
+    if isinstance(value, (list, tuple)) or (isinstance(value, Sequence) and not isinstance(value, (str, bytes))):
+        return "list"
+    return {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
+            "NoneType": "null"}.get(type(value).__name__, type(value).__name__)
+
+
+# Flags whose value vLLM parses as a JSON object.
+_JSON_FLAGS = ("speculative-config", "compilation-config", "kv-transfer-config", "hf-overrides")
+
+
+def _check_json_flags(name: str, args: Mapping[str, Any]) -> None:
+    for flag in _JSON_FLAGS:
+        value = args.get(flag)
+        if value is None or isinstance(value, Mapping):
+            continue
+        if not isinstance(value, str):
+            raise _err(f"variant '{name}': args.{flag} must be a mapping (or a JSON object string), "
+                       f"got {_type_name(value)}; write e.g. {flag}: {{method: mtp, num_speculative_tokens: 2}}")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise _err(f"variant '{name}': args.{flag} is not valid JSON ({exc.msg} at column {exc.colno}); "
+                       f"write it as a YAML mapping, e.g. {flag}: {{method: mtp, num_speculative_tokens: 2}}") from None
+        if not isinstance(parsed, Mapping):
+            raise _err(f"variant '{name}': args.{flag} must be a JSON object, got {_type_name(parsed)}")
+
+
+def _check_entry(kind: str, idx: int, entry: Any, allowed: set[str]) -> Mapping[str, Any]:
+    where = f"{kind}[{idx}]"
+    if not isinstance(entry, Mapping):
+        raise _err(f"{where} must be a mapping with at least 'name', got {_type_name(entry)}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise _err(f"{where}.name {name!r} is not valid; use lowercase letters, digits, '.', '_' or '-'")
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise _err(f"{where} ('{name}') has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    for key in ("args", "env"):
+        if entry.get(key) is not None and not isinstance(entry[key], Mapping):
+            raise _err(f"{where}.{key} ('{name}') must be a mapping, got {_type_name(entry[key])}")
+    return entry
+
+
+def _merge_args(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in normalize_args(layer).items():
+            out.pop(key, None)  # a later layer moves the flag to its own position
+            out[key] = value
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _merge_env(*layers: Mapping[str, Any] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if value is None:
+                out.pop(str(key), None)
+            else:
+                out[str(key)] = str(value)
+    return out
+
+
+def _first(*values: Any) -> Any:
+    for value in values:
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def variant_matrix(builds: Sequence[Mapping[str, Any]], configs: Sequence[Mapping[str, Any]] | None = None,
+                   common_args: Mapping[str, Any] | None = None, extra_variants: Sequence[Mapping[str, Any]] | None = None,
+                   select: Sequence[str] | None = None, image: str | None = None,
+                   env: Mapping[str, Any] | None = None, vllm_version: str | None = None,
+                   profiles: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Expand builds × configs, append extra variants, keep ``select`` (all when empty).
+
+    ``profiles`` (model id → model profile) fills ``revision`` from the profile when the build
+    does not pin one, and every model must have a profile when it is given.
+    """
+    if not isinstance(builds, Sequence) or isinstance(builds, (str, bytes)) or not builds:
+        raise _err("bench_builds must be a non-empty list of builds ({name, model, ...})")
+    configs = list(configs or [{"name": "default"}])
+    build_map: dict[str, Mapping[str, Any]] = {}
+    for i, build in enumerate(builds):
+        _check_entry("builds", i, build, _BUILD_KEYS)
+        if not build.get("model"):
+            raise _err(f"builds[{i}] ('{build['name']}') has no model; set e.g. model: nvidia/Qwen3.6-35B-A3B-NVFP4")
+        if build["name"] in build_map:
+            raise _err(f"builds[{i}].name '{build['name']}' is listed twice; build names must be unique")
+        build_map[build["name"]] = build
+    config_map: dict[str, Mapping[str, Any]] = {}
+    for i, config in enumerate(configs):
+        _check_entry("configs", i, config, _CONFIG_KEYS)
+        if config["name"] in config_map:
+            raise _err(f"configs[{i}].name '{config['name']}' is listed twice; configuration names must be unique")
+        config_map[config["name"]] = config
+
+    def expand(build: Mapping[str, Any], config: Mapping[str, Any], extra: Mapping[str, Any] | None,
+               name: str, kind: str) -> dict[str, Any]:
+        extra = extra or {}
+        model = _first(extra.get("model"), build["model"])
+        revision = _first(extra.get("revision"), build.get("revision"))
+        if profiles is not None:
+            if model not in profiles:
+                raise _err(f"variant '{name}': no profile for model {model}; add profiles/models/"
+                           f"{model.replace('/', '__')}.json")
+            revision = _first(revision, profiles[model].get("revision"))
+        variant_image = _first(extra.get("image"), config.get("image"), build.get("image"), image)
+        if not variant_image:
+            raise _err(f"variant '{name}' has no image; set bench_image or the build's image")
+        out = {
+            "name": name,
+            "build": build["name"],
+            "config": config["name"],
+            "model": model,
+            "revision": revision,
+            "image": variant_image,
+            "vllm_version": _first(extra.get("vllm_version"), config.get("vllm_version"), build.get("vllm_version"),
+                                   vllm_version),
+            "env": _merge_env(env, build.get("env"), config.get("env"), extra.get("env")),
+            "args": _merge_args(common_args, build.get("args"), config.get("args"), extra.get("args")),
+            "preflight": bool(extra.get("preflight", True)),
+            "kind": kind,
+        }
+        _check_json_flags(name, out["args"])
+        flavor = _first(extra.get("image_flavor"), config.get("image_flavor"), build.get("image_flavor"))
+        if flavor:
+            out["image_flavor"] = flavor
+        description = _first(extra.get("description"), config.get("description"), build.get("description"))
+        if description:
+            out["description"] = description
+        return out
+
+    variants: list[dict[str, Any]] = []
+    for build in builds:
+        for config in configs:
+            variants.append(expand(build, config, None, f"{build['name']}-{config['name']}", "matrix"))
+    for i, extra in enumerate(extra_variants or []):
+        _check_entry("extra_variants", i, extra, _EXTRA_KEYS)
+        if extra.get("build") not in build_map:
+            raise _err(f"extra_variants[{i}] ('{extra['name']}') build {extra.get('build')!r} is not one of "
+                       f"{', '.join(build_map)}; set build: to a listed build")
+        config_name = extra.get("config", next(iter(config_map)))
+        if config_name not in config_map:
+            raise _err(f"extra_variants[{i}] ('{extra['name']}') config {config_name!r} is not one of "
+                       f"{', '.join(config_map)}; set config: to a listed configuration")
+        variants.append(expand(build_map[extra["build"]], config_map[config_name], extra, extra["name"], "extra"))
+
+    seen: set[str] = set()
+    for variant in variants:
+        if variant["name"] in seen:
+            raise _err(f"variant name '{variant['name']}' occurs twice; rename the extra variant")
+        seen.add(variant["name"])
+    for index, variant in enumerate(variants):
+        variant["index"] = index
+
+    if select:
+        if isinstance(select, str):
+            select = [s for s in re.split(r"[,\s]+", select) if s]
+        unknown = [s for s in select if s not in seen]
+        if unknown:
+            raise _err(f"selected variant(s) {', '.join(unknown)} not in the matrix; choose from {', '.join(sorted(seen))}")
+        wanted = set(select)
+        variants = [v for v in variants if v["name"] in wanted]
+    return variants
+

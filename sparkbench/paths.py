@@ -1,0 +1,32 @@
+"""Run-wide names of the repository's files, in one place.
+
+The package is installed in editable mode from the checkout (``make setup``), so its data lives
+beside it: profiles, the result schema, the known issues, the measurement script.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PROFILES_DIR = REPO_ROOT / "profiles"
+SCHEMA_PATH = REPO_ROOT / "schema" / "result.schema.json"
+KNOWN_ISSUES_PATH = REPO_ROOT / "roles" / "vllm_server" / "files" / "known_issues.yml"
+MEASURE_SCRIPT = Path(__file__).resolve().parent / "measure.py"
+QUALITY_FILE = PROFILES_DIR / "quality.json"
+DEFAULT_RESULTS_DIR = REPO_ROOT / "results"
+
+
+def result_path(results_dir: str | Path, run_id: str, host: str, variant: str) -> Path:
+    """``<results_dir>/<run_id>/<host>/<variant>.json``: the one place that spells the layout."""
+    return Path(results_dir) / str(run_id) / str(host) / f"{variant}.json"
+
+
+def model_profile_path(model: str, profiles_dir: str | Path = PROFILES_DIR) -> Path:
+    """``profiles/models/<org>__<name>.json`` for ``org/name``."""
+    return Path(profiles_dir) / "models" / f"{str(model).replace('/', '__')}.json"
+
+
+def hardware_profile_path(name: str, profiles_dir: str | Path = PROFILES_DIR) -> Path:
+    """``profiles/hardware/<name>.json``."""
+    return Path(profiles_dir) / "hardware" / f"{name}.json"

@@ -1,0 +1,227 @@
+"""A host's plan: the variables of one inventory host → every variant it will serve, complete.
+
+``plan_host(variables)`` reads the host's variables (the table ``VARIABLES`` names each one and
+its default; nothing else reads them), loads the profiles, expands the matrix, checks the
+measurement settings, and returns for each variant::
+
+    {name, variant, launch, config_hash, result_path, action, preflight, model_profile,
+     measure_argv, summary}
+
+so the playbook only puts steps in order and passes these objects along. ``action`` is
+``measure``, or ``skip`` when a complete result with the same configuration hash is stored (and
+``bench_force`` is off). ``provisioned(plan, failures)`` adds the models whose download failed to
+the preflight verdicts. Bad input raises ``InputError`` naming the variable and the fix, before
+any host is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import preflight as preflight_mod
+from . import result as result_mod
+from . import settings as settings_mod
+from .errors import InputError
+from .launch import config_hash, launch_spec
+from .matrix import variant_matrix
+from .paths import DEFAULT_RESULTS_DIR, PROFILES_DIR, hardware_profile_path, model_profile_path, result_path
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+#: The host variables a plan reads, with their defaults (roles/*/defaults/main.yml hold the same
+#: defaults for standalone role use; tests/test_plan.py keeps the two equal).
+VARIABLES: dict[str, Any] = {
+    "bench_builds": None,
+    "bench_configs": [{"name": "default"}],
+    "bench_common_args": {},
+    "bench_extra_variants": [],
+    "bench_backend_comparison": False,
+    "bench_backend_variants": [],
+    "bench_select": [],
+    "bench_image": "sparkbench/vllm-sim:latest",
+    "bench_vllm_version": "",
+    "bench_hardware_profile_name": "dgx-spark",
+    "bench_profiles_dir": str(PROFILES_DIR),
+    "bench_results_dir": str(DEFAULT_RESULTS_DIR),
+    "bench_run_id": None,
+    "bench_force": False,
+    "vllm_server_host": "127.0.0.1",
+    "vllm_server_port": 8000,
+    "vllm_server_container_prefix": "sparkbench-vllm",
+    "vllm_server_env": {},
+    "vllm_server_ready_timeout_s": 900,
+    "vllm_server_preflight_enabled": True,
+    "vllm_server_api_key": "",
+    "spark_host_hf_token": "",
+    "sparkbench_hf_token": "",
+    "sparkbench_api_key": "",
+    "spark_host_hf_cache": "",
+    "sparkbench_gpu_less": False,
+    "llm_bench_python": "python3",
+    "llm_bench_remote_dir": "",
+}
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _load_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc}); fix the {what} profile") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path} must hold a JSON object; copy a neighbour in {path.parent}")
+    return doc
+
+
+def load_profiles(models: list[str], hardware: str, profiles_dir: str | Path) -> tuple[dict, dict]:
+    """The hardware profile and one model profile per model; a missing file names the path and the fix."""
+    missing = [str(p) for p in [model_profile_path(m, profiles_dir) for m in models] if not p.is_file()]
+    hw_path = hardware_profile_path(hardware, profiles_dir)
+    if not hw_path.is_file():
+        missing.append(str(hw_path))
+    if missing:
+        raise InputError(f"missing profile(s): {', '.join(missing)}; add the JSON file (copy a neighbour in "
+                         "profiles/) or fix the model / bench_hardware_profile_name")
+    return (_load_json(hw_path, "hardware"),
+            {m: _load_json(model_profile_path(m, profiles_dir), "model") for m in models})
+
+
+def server_settings(v: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """The launch settings of this host (sparkbench.launch's ``server`` argument)."""
+    secret_env = []
+    if str(v["spark_host_hf_token"] or v["sparkbench_hf_token"] or ""):
+        secret_env.append("HF_TOKEN")
+    if str(v["vllm_server_api_key"] or v["sparkbench_api_key"] or ""):
+        secret_env.append("VLLM_API_KEY")
+    return {"host": str(v["vllm_server_host"]), "port": v["vllm_server_port"],
+            "container_name": f"{v['vllm_server_container_prefix']}-{host}",
+            "hf_cache": str(v["spark_host_hf_cache"] or "") or os.path.expanduser("~/.cache/huggingface"),
+            "gpus": not _bool(v["sparkbench_gpu_less"]), "env": dict(v["vllm_server_env"] or {}),
+            "secret_env": secret_env, "ready_timeout_s": v["vllm_server_ready_timeout_s"]}
+
+
+def _summary(entry: Mapping[str, Any], check_mode: bool) -> list[str]:
+    pf = entry["preflight"]
+    lines = [f"command: {entry['launch']['command']}"]
+    verdict = f"preflight: {pf['verdict']}"
+    if pf.get("failures"):
+        verdict += (" — " + "; ".join(f["reason"] for f in pf["failures"])
+                    + " — fix: " + "; ".join(f["remedy"] for f in pf["failures"]))
+    lines.append(verdict)
+    if check_mode:
+        lines.append("action: dry run (--check)")
+    elif entry["action"] == "skip":
+        lines.append("action: skip: complete result with the same configuration hash (bench_force=true re-measures)")
+    else:
+        lines.append("action: measure")
+    return lines
+
+
+def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False) -> dict[str, Any]:
+    """The host's plan (see the module docstring)."""
+    v = {name: variables.get(name, default) if variables.get(name) is not None else default
+         for name, default in VARIABLES.items()}
+    if not v["bench_builds"]:
+        raise InputError("bench_builds is not set for this host; list at least one build "
+                         "({name, model}) in inventory/group_vars (see docs/ANSIBLE.md)")
+    if not v["bench_run_id"]:
+        raise InputError("bench_run_id is empty; leave it unset (a UTC time is used) or set -e bench_run_id=ID")
+    listen = str(v["vllm_server_host"])
+    if listen not in LOOPBACK and not str(v["vllm_server_api_key"] or v["sparkbench_api_key"] or ""):
+        raise InputError(f"vllm_server_host is {listen}: a server listening beyond loopback needs an API key; "
+                         "export SPARKBENCH_API_KEY (or set vault_vllm_api_key with ansible-vault), or keep "
+                         "vllm_server_host: 127.0.0.1")
+    extra = list(v["bench_extra_variants"] or [])
+    if _bool(v["bench_backend_comparison"]):
+        extra += list(v["bench_backend_variants"] or [])
+    models = list(dict.fromkeys([b.get("model") for b in v["bench_builds"] if isinstance(b, Mapping) and b.get("model")]
+                                + [e["model"] for e in extra if isinstance(e, Mapping) and e.get("model")]))
+    hardware, model_profiles = load_profiles(models, str(v["bench_hardware_profile_name"]), v["bench_profiles_dir"])
+    raw_settings = settings_mod.from_vars(variables)
+    problems = settings_mod.settings_errors(raw_settings, model_profiles, hardware)
+    if problems:
+        raise InputError("; ".join(problems))
+    settings = settings_mod.normalize(raw_settings)
+    variants = variant_matrix(v["bench_builds"], v["bench_configs"], common_args=v["bench_common_args"],
+                              extra_variants=extra, select=v["bench_select"], image=v["bench_image"],
+                              vllm_version=v["bench_vllm_version"] or None, profiles=model_profiles)
+    server = server_settings(v, host)
+    known = preflight_mod.load_known_issues()
+    remote_dir = str(v["llm_bench_remote_dir"] or f"/tmp/sparkbench-{host}")
+    entries = []
+    for variant in variants:
+        launch = launch_spec(variant, server)
+        digest = config_hash(launch, settings)
+        path = result_path(v["bench_results_dir"], v["bench_run_id"], host, variant["name"])
+        previous = result_mod.stored(path) if path.is_file() else {}
+        action = ("skip" if previous.get("status") == "complete" and previous.get("config_hash") == digest
+                  and not _bool(v["bench_force"]) else "measure")
+        model_profile = model_profiles[variant["model"]]
+        pf = (preflight_mod.vllm_preflight(variant, known, model_profile, hardware)
+              if _bool(v["vllm_server_preflight_enabled"]) else {"verdict": "skipped", "failures": [], "checked": []})
+        entry = {
+            "name": variant["name"], "variant": variant, "launch": launch, "config_hash": digest,
+            "result_path": str(path), "action": action, "preflight": pf, "settings": settings,
+            "hardware_profile": hardware, "model_profile": model_profile,
+            "measure_argv": settings_mod.measure_argv(
+                settings, python=str(v["llm_bench_python"]), script=f"{remote_dir}/measure.py",
+                base_url=launch["base_url"], model=variant["model"], quality_file=f"{remote_dir}/quality.json",
+                sandbox_image=variant["image"]),
+        }
+        entry["summary"] = _summary(entry, check_mode)
+        entries.append(entry)
+    return {
+        "host": host, "run_id": str(v["bench_run_id"]), "remote_dir": remote_dir, "settings": settings,
+        "names": [e["name"] for e in entries], "variants": entries,
+        "images": list(dict.fromkeys(e["variant"]["image"] for e in entries)),
+        "models": list({(e["variant"]["model"]): {"model": e["variant"]["model"], "revision": e["variant"]["revision"],
+                                                  "image": e["variant"]["image"]} for e in entries}.values()),
+        "model_sizes": {m: p.get("download_size_gb", 0) for m, p in model_profiles.items()},
+        "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
+    }
+
+
+def provisioned(plan: Mapping[str, Any], download_failures: Mapping[str, str] | None) -> dict[str, Any]:
+    """The plan with each failed model download added to its variants' preflight verdicts
+    (matched against known_issues.yml for the reason and the remedy)."""
+    if not download_failures:
+        return dict(plan)
+    known = preflight_mod.load_known_issues()
+    out = dict(plan)
+    out["variants"] = []
+    for entry in plan["variants"]:
+        error = (download_failures or {}).get(entry["variant"]["model"])
+        if error:
+            match = preflight_mod.vllm_log_match(error, known)
+            fail = {"id": match["id"] if match else "model_download",
+                    "reason": match["reason"] if match else f"model download failed: {str(error).strip()[-300:]}",
+                    "remedy": match["remedy"] if match else "check the model id, revision and network; run hf download by hand"}
+            entry = dict(entry)
+            entry["preflight"] = {**entry["preflight"], "verdict": "fail",
+                                  "failures": list(entry["preflight"].get("failures") or []) + [fail]}
+            entry["summary"] = _summary(entry, False)
+        out["variants"].append(entry)
+    return out
+
+
+def ensure_host_dir(plan: Mapping[str, Any]) -> None:
+    """Check that ``<results>/<run>/`` can be written on the controller (an unwritable place is an
+    input error). The host's own directory appears with its first result."""
+    where = Path(plan["host_dir"]).parent
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        probe = where / f".write-test-{plan['host']}"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(f"bench_results_dir {where.parent} is not a writable directory ({exc.strerror or exc}); "
+                         "set bench_results_dir (scripts/sparkbench --results-dir) to a directory you can write") from None

@@ -1,0 +1,294 @@
+"""Known vLLM pitfalls: check a variant before launch, and explain a failed launch from its log.
+
+Both functions read the same data (``roles/vllm_server/files/known_issues.yml``): each issue has an
+``id``, the vLLM ``versions`` it applies to (``">=0.15,<0.27"``; empty = all), optional
+``preflight`` conditions and an optional log ``signature`` (a regular expression), a ``reason``
+and a ``remedy``.
+
+* ``vllm_preflight(variant, issues, model_profile, hardware_profile)`` → verdict
+  ``{verdict: pass|fail|skipped, vllm_version, failures: [{id, reason, remedy}], checked: [ids]}``
+* ``vllm_log_match(log_text, issues)`` → ``{id, reason, remedy, line}`` of the first issue whose
+  signature matches, or ``None``
+
+Conditions are ``[left, op, right]`` triples; an operand is a reference or a literal:
+``flag.<name>`` (the variant's flag, else ``flag_defaults``), ``model.<field>``,
+``hardware.<field>``, ``image.flavor``, ``variant.<field>``, ``tables.<table>[<reference>]``.
+Operators: ``== != > >= < <= in not_in set unset``. A condition with an unknown operand is
+not met (the issue does not apply), so a missing profile field never fails a variant.
+``{reference}`` and ``{match.<group>}`` in reason and remedy are replaced by their values (unknown
+ones by nothing, so a text can name both the preflight and the log value).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import InputError
+from .paths import KNOWN_ISSUES_PATH
+
+_MISSING = object()
+_REF_RE = re.compile(r"^(flag|model|hardware|image|variant|tables|match)\.")
+_PLACEHOLDER_RE = re.compile(r"\{((?:flag|model|hardware|image|variant|match|tables)\.[A-Za-z0-9_.\-\[\]]+)\}")
+_TABLE_RE = re.compile(r"^tables\.([A-Za-z0-9_]+)\[(.+)\]$")
+
+
+def parse_version(text: Any) -> tuple[int, ...] | None:
+    """``'v0.25.0'`` / ``'0.25.1rc1'`` / ``'0.26'`` → ``(0, 25, 0)`` / ``(0, 25, 1)`` / ``(0, 26, 0)``."""
+    if text is None:
+        return None
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(text))
+    if not found:
+        return None
+    return tuple(int(g or 0) for g in found.groups())
+
+
+def version_in_range(version: Any, spec: Any) -> bool | None:
+    """True/False for a version against ``">=0.15,<0.27"``; None when the version is unknown."""
+    if not spec:
+        return True
+    parsed = parse_version(version)
+    if parsed is None:
+        return None
+    for clause in str(spec).split(","):
+        clause = clause.strip()
+        found = re.match(r"^(>=|<=|==|!=|>|<)\s*(.+)$", clause)
+        if not found:
+            raise InputError(f"vllm_preflight: version range clause {clause!r} is not like '>=0.15' or '<0.27'")
+        op, bound_text = found.groups()
+        bound = parse_version(bound_text)
+        if bound is None:
+            raise InputError(f"vllm_preflight: version bound {bound_text!r} is not a version like 0.27.0")
+        ok = {">=": parsed >= bound, "<=": parsed <= bound, "==": parsed == bound, "!=": parsed != bound,
+              ">": parsed > bound, "<": parsed < bound}[op]
+        if not ok:
+            return False
+    return True
+
+
+def image_flavor(image: str, flavors: Sequence[Mapping[str, Any]] | None, override: str | None = None) -> str:
+    """``official`` / ``ngc`` / ``community`` from the image name (first matching pattern)."""
+    if override:
+        return str(override)
+    for entry in flavors or []:
+        if re.search(str(entry.get("pattern", "")), str(image or "")):
+            return str(entry.get("flavor", "community"))
+    return "community"
+
+
+def version_from_image(image: str) -> str | None:
+    """The vLLM version in an image tag (``vllm/vllm-openai:v0.25.0-aarch64`` → ``0.25.0``)."""
+    tag = str(image or "").rsplit("/", 1)[-1]
+    if ":" not in tag:
+        return None
+    found = re.search(r"(?:^|[^0-9])v?(\d+\.\d+(?:\.\d+)?)", tag.split(":", 1)[1])
+    return found.group(1) if found else None
+
+
+class _Context:
+    """Resolves references for one variant."""
+
+    def __init__(self, variant: Mapping[str, Any], issues: Mapping[str, Any], model: Mapping[str, Any] | None,
+                 hardware: Mapping[str, Any] | None, match: Mapping[str, Any] | None = None) -> None:
+        self.variant = variant or {}
+        self.model = model or {}
+        self.hardware = hardware or {}
+        self.tables = issues.get("tables") or {}
+        self.flag_defaults = issues.get("flag_defaults") or {}
+        self.match = match or {}
+        # A null flag is left out by vllm_args, so vLLM uses its default: the same here.
+        self.flags = {str(k).lstrip("-").replace("_", "-"): v for k, v in (self.variant.get("args") or {}).items()
+                      if v is not None}
+        self.flavor = image_flavor(self.variant.get("image", ""), issues.get("image_flavors"),
+                                   self.variant.get("image_flavor"))
+
+    def resolve(self, operand: Any) -> Any:
+        if not isinstance(operand, str) or not _REF_RE.match(operand):
+            return operand
+        table = _TABLE_RE.match(operand)
+        if table:
+            key = self.resolve(table.group(2))
+            if key is _MISSING:
+                return _MISSING
+            return (self.tables.get(table.group(1)) or {}).get(str(key), _MISSING)
+        scope, _, field = operand.partition(".")
+        if scope == "tables":
+            return self.tables.get(field, _MISSING)
+        if scope == "flag":
+            if field in self.flags:
+                return self.flags[field]
+            if field in self.flag_defaults:
+                return self.resolve(self.flag_defaults[field])
+            return _MISSING
+        source = {"model": self.model, "hardware": self.hardware, "variant": self.variant,
+                  "image": {"flavor": self.flavor}, "match": self.match}[scope]
+        return source.get(field, _MISSING) if isinstance(source, Mapping) else _MISSING
+
+    def render(self, text: Any) -> str:
+        def sub(found: re.Match[str]) -> str:
+            value = self.resolve(found.group(1))
+            return "" if value is _MISSING else str(value)
+        return _PLACEHOLDER_RE.sub(sub, str(text or ""))
+
+
+def _as_number(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(value) if "." in value else int(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _condition_met(ctx: _Context, cond: Any, issue_id: str) -> bool:
+    if not isinstance(cond, Sequence) or isinstance(cond, str) or len(cond) not in (2, 3):
+        raise InputError(f"vllm_preflight: issue '{issue_id}' has condition {cond!r}; write [left, op, right]")
+    left = ctx.resolve(cond[0])
+    op = cond[1]
+    if op == "set":
+        return left is not _MISSING
+    if op == "unset":
+        return left is _MISSING
+    right = ctx.resolve(cond[2]) if len(cond) == 3 else _MISSING
+    if left is _MISSING or right is _MISSING:
+        return False
+    left, right = _as_number(left), _as_number(right)
+    try:
+        if op == "==":
+            return left == right
+        if op == "!=":
+            return left != right
+        if op == "in":
+            return left in right
+        if op == "not_in":
+            return left not in right
+        if op in (">", ">=", "<", "<="):
+            return {">": left > right, ">=": left >= right, "<": left < right, "<=": left <= right}[op]
+    except TypeError:
+        return False
+    raise InputError(f"vllm_preflight: issue '{issue_id}' uses operator {op!r}; use one of == != > >= < <= in not_in set unset")
+
+
+def _issues_list(issues: Any, filter_name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
+    if not isinstance(issues, Mapping) or not isinstance(issues.get("issues"), list):
+        raise InputError(f"{filter_name}: the known-issues data must be a mapping with an 'issues' list "
+                                 "(roles/vllm_server/files/known_issues.yml)")
+    return issues, issues["issues"]
+
+
+def vllm_preflight(variant: Mapping[str, Any], issues: Mapping[str, Any], model_profile: Mapping[str, Any] | None = None,
+                   hardware_profile: Mapping[str, Any] | None = None, vllm_version: str | None = None) -> dict[str, Any]:
+    """Check a variant against every issue with ``preflight`` conditions.
+
+    The vLLM version is ``vllm_version``, else the variant's ``vllm_version``, else read from the
+    image tag; when unknown, version-ranged issues are checked anyway (a false alarm is cheaper
+    than a crashed launch, and the remedy says what to change).
+    """
+    data, entries = _issues_list(issues, "vllm_preflight")
+    if not isinstance(variant, Mapping) or not variant.get("name"):
+        raise InputError("vllm_preflight: input must be an expanded variant (from variant_matrix)")
+    version = vllm_version or variant.get("vllm_version") or version_from_image(variant.get("image", ""))
+    result: dict[str, Any] = {"variant": variant["name"], "vllm_version": version, "failures": [], "checked": []}
+    if variant.get("preflight") is False:
+        result["verdict"] = "skipped"
+        return result
+    ctx = _Context(variant, data, model_profile, hardware_profile)
+    for issue in entries:
+        conditions = issue.get("preflight")
+        if not conditions:
+            continue
+        issue_id = str(issue.get("id", "?"))
+        if version_in_range(version, issue.get("versions")) is False:
+            continue
+        result["checked"].append(issue_id)
+        if all(_condition_met(ctx, cond, issue_id) for cond in conditions):
+            result["failures"].append({"id": issue_id, "reason": ctx.render(issue.get("reason")),
+                                       "remedy": ctx.render(issue.get("remedy"))})
+    result["verdict"] = "fail" if result["failures"] else "pass"
+    return result
+
+
+def vllm_log_match(log_text: Any, issues: Mapping[str, Any]) -> dict[str, Any] | None:
+    """First issue whose ``signature`` matches the log (``None`` when none does).
+
+    Signatures are matched whatever the version: when vLLM printed the text, that is the cause.
+    Only ``{match.<group>}`` placeholders are filled (the values vLLM printed).
+    """
+    data, entries = _issues_list(issues, "vllm_log_match")
+    if isinstance(log_text, (list, tuple)):
+        log_text = "\n".join(str(x) for x in log_text)
+    text = str(log_text or "")
+    for issue in entries:
+        signature = issue.get("signature")
+        if not signature:
+            continue
+        found = re.search(signature, text, re.MULTILINE)
+        if not found:
+            continue
+        ctx = _Context({}, data, None, None, match=found.groupdict())
+        line_start = text.rfind("\n", 0, found.start()) + 1
+        line_end = text.find("\n", found.end())
+        return {"id": str(issue.get("id", "?")), "reason": ctx.render(issue.get("reason")),
+                "remedy": ctx.render(issue.get("remedy")),
+                "line": text[line_start:line_end if line_end != -1 else len(text)].strip()}
+    return None
+
+
+
+_KNOWN_ISSUES_CACHE: dict[str, tuple[float, dict[str, Any]]] = {}
+
+
+def load_known_issues(path: str | None = None) -> dict[str, Any]:
+    """``roles/vllm_server/files/known_issues.yml`` parsed (once per change of the file)."""
+    import os
+
+    import yaml
+
+    where = str(path or KNOWN_ISSUES_PATH)
+    mtime = os.stat(where).st_mtime
+    cached = _KNOWN_ISSUES_CACHE.get(where)
+    if cached and cached[0] == mtime:
+        return cached[1]
+    with open(where, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    _issues_list(data, "known issues")
+    _KNOWN_ISSUES_CACHE[where] = (mtime, data)
+    return data
+
+
+_ERROR_LINE_RE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|error:|ERROR\b|\w+: error:).*$", re.MULTILINE)
+
+
+def error_line(text: Any) -> str | None:
+    """The last line of a log that reads like an error (``ValueError: …``, ``vllm: error: …``,
+    ``ERROR …``), stripped of a leading timestamp/level prefix; None when there is none."""
+    found = None
+    for m in _ERROR_LINE_RE.finditer(str(text or "")):
+        found = m.group(0).strip()
+    return found
+
+
+def explain_launch(log_text: Any, start_error: Any = "", launch_message: Any = "",
+                   issues: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Why a launch failed: ``{issue, reason, remedy, log_excerpt}``.
+
+    The first known issue whose signature matches Docker's start error, the failed task's message
+    or the container log; else the server's own last error line from the log; else Docker's
+    start error or the task's message.
+    """
+    texts = [str(t).strip() for t in (launch_message, start_error, log_text) if t and str(t).strip()]
+    everything = "\n".join(texts)
+    match = vllm_log_match(everything, issues or load_known_issues())
+    if match:
+        return {"issue": match["id"], "reason": match["reason"], "remedy": match["remedy"],
+                "log_excerpt": everything[-4000:]}
+    line = error_line(log_text)
+    reason = line or str(start_error or "").strip() or str(launch_message or "").strip() \
+        or "the server exited before /health answered"
+    return {"issue": None, "reason": reason,
+            "remedy": "read the log excerpt; add its error line as a signature to "
+                      "roles/vllm_server/files/known_issues.yml",
+            "log_excerpt": everything[-4000:]}

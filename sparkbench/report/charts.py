@@ -1,0 +1,200 @@
+"""Charts (matplotlib, headless Agg backend) written to ``<run>/charts/*.png``.
+
+Every chart function returns what it plotted — ``{"name", "path", "title", "data"}`` with
+``path`` None when there was nothing to plot — so tests check the numbers, not pixels. Across a
+fleet, a variant's figure is the median over the hosts that measured it (per-host figures are in
+the fleet chart)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from . import numbers as nb  # noqa: E402
+
+DARK, LIGHT = "#1f4e9a", "#8fb4e8"
+BUILD_COLOURS = ["#1f4e9a", "#2e9a4f", "#c77c0e", "#8e3ea8", "#b22d2d"]
+PARALLEL = (1, 2, 4, 8)
+
+
+def _variants(results: list[dict]) -> dict[str, list[dict]]:
+    """Measured results grouped by variant name, in report order."""
+    out: dict[str, list[dict]] = {}
+    for r in nb.sort_results(results):
+        if nb.is_measured(r):
+            out.setdefault(nb.variant_name(r), []).append(r)
+    return out
+
+
+def _fleet(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return median(vals) if vals else None
+
+
+def _title(title: str, results: list[dict]) -> str:
+    return title + (" — SIMULATED" if any(nb.is_simulated(r) for r in results) else "")
+
+
+def _save(fig: Any, path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)
+
+
+def mtp_uplift(results: list[dict], out_dir: Path) -> dict:
+    """Stacked bars per model × build: bare single-stream tok/s (dark) + the uplift of its best MTP
+    configuration (light), the seed's first chart. data: labels, bare, uplift, best_config, total."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for name, rs in _variants(results).items():
+        r0 = rs[0]
+        key = (nb.model_of(r0) or "?", nb.build_of(r0) or "?")
+        g = groups.setdefault(key, {"bare": None, "best": None, "best_config": None})
+        value = _fleet([nb.single_stats(r)[0] for r in rs])
+        if value is None:
+            continue
+        if nb.is_bare(r0):
+            g["bare"] = value
+        elif nb.is_speculative(r0) and (g["best"] is None or value > g["best"]):
+            g["best"], g["best_config"] = value, nb.config_of(r0) or name
+    data: dict[str, list] = {"labels": [], "bare": [], "uplift": [], "total": [], "best_config": []}
+    for (model, build), g in groups.items():
+        if g["bare"] is None:
+            continue
+        uplift = max(g["best"] - g["bare"], 0.0) if g["best"] is not None else 0.0
+        data["labels"].append(f"{model.rsplit('/', 1)[-1]}\n[{build}]")
+        data["bare"].append(g["bare"])
+        data["uplift"].append(uplift)
+        data["total"].append(g["bare"] + uplift)
+        data["best_config"].append(g["best_config"])
+    title = _title("Single-stream decode: bare + MTP uplift", results)
+    if not data["labels"]:
+        return {"name": "mtp_uplift", "path": None, "title": title, "data": data}
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(data["labels"])), 4.2))
+    x = range(len(data["labels"]))
+    ax.bar(x, data["bare"], color=DARK, label="bare")
+    ax.bar(x, data["uplift"], bottom=data["bare"], color=LIGHT, label="MTP uplift (best config)")
+    for i, total in enumerate(data["total"]):
+        ax.text(i, total, f"{total:.1f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(x), data["labels"], fontsize=8)
+    ax.set_ylabel("tok/s (single stream)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return {"name": "mtp_uplift", "path": _save(fig, out_dir / "mtp_uplift.png"), "title": title, "data": data}
+
+
+def build_vs_build(results: list[dict], out_dir: Path, builds_order: list[str] | None = None) -> dict:
+    """Grouped bars per configuration, one bar per build of the same model (single-stream tok/s,
+    fleet median). data: {model_key: {"configs": [...], "builds": {build: [tok/s or None]}}}."""
+    table: dict[str, dict[str, dict[str, float | None]]] = {}
+    configs: dict[str, list[str]] = {}
+    for name, rs in _variants(results).items():
+        r0 = rs[0]
+        mkey, build, cfg = nb.model_key(r0), nb.build_of(r0), nb.config_of(r0)
+        if not (mkey and build and cfg):
+            continue
+        table.setdefault(mkey, {}).setdefault(build, {})[cfg] = _fleet([nb.single_stats(r)[0] for r in rs])
+        if cfg not in configs.setdefault(mkey, []):
+            configs[mkey].append(cfg)
+    data: dict[str, dict] = {}
+    for mkey, by_build in table.items():
+        if len(by_build) < 2:
+            continue
+        order = [b for b in (builds_order or []) if b in by_build] + sorted(b for b in by_build if b not in (builds_order or []))
+        data[mkey] = {"configs": configs[mkey], "builds": {b: [by_build[b].get(c) for c in configs[mkey]] for b in order}}
+    title = _title("Build vs build per configuration (single stream)", results)
+    if not data:
+        return {"name": "build_vs_build", "path": None, "title": title, "data": data}
+    fig, axes = plt.subplots(1, len(data), figsize=(max(6, 5 * len(data)), 4.2), squeeze=False)
+    for ax, (mkey, d) in zip(axes[0], data.items()):
+        n = len(d["builds"])
+        width = 0.8 / n
+        for j, (build, vals) in enumerate(d["builds"].items()):
+            xs = [i + (j - (n - 1) / 2) * width for i in range(len(d["configs"]))]
+            heights = [v if v is not None else 0.0 for v in vals]
+            ax.bar(xs, heights, width=width, color=BUILD_COLOURS[j % len(BUILD_COLOURS)], label=build)
+            ref_vals = next(iter(d["builds"].values()))
+            for x, v, ref in zip(xs, vals, ref_vals):
+                label = "–" if v is None else f"{v:.1f}"
+                if j > 0 and v is not None and ref:
+                    label += f"\n{(v - ref) / ref * 100:+.1f} %".replace("-", "−")
+                ax.text(x, v or 0.0, label, ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(d["configs"])), d["configs"])
+        ax.set_ylabel("tok/s (single stream)")
+        ax.set_title(mkey, fontsize=9)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    return {"name": "build_vs_build", "path": _save(fig, out_dir / "build_vs_build.png"), "title": title, "data": data}
+
+
+def parallel_scaling(results: list[dict], out_dir: Path) -> dict:
+    """Combined tok/s against parallelism (1 = single-stream median) per variant, fleet median.
+    data: {"x": [1, 2, 4, 8], "series": {variant: [tok/s or None ×4]}}; variants with no parallel
+    figure are left out."""
+    series: dict[str, list[float | None]] = {}
+    for name, rs in _variants(results).items():
+        ys = [_fleet([nb.single_stats(r)[0] for r in rs])] + [_fleet([nb.combined_at(r, n) for r in rs]) for n in PARALLEL[1:]]
+        if any(y is not None for y in ys[1:]):
+            series[name] = ys
+    data = {"x": list(PARALLEL), "series": series}
+    title = _title("Combined throughput vs parallelism", results)
+    if not series:
+        return {"name": "parallel_scaling", "path": None, "title": title, "data": data}
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, ys in series.items():
+        pts = [(x, y) for x, y in zip(PARALLEL, ys) if y is not None]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(PARALLEL), [str(x) for x in PARALLEL])
+    ax.set_xlabel("parallel streams")
+    ax.set_ylabel("combined tok/s")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    return {"name": "parallel_scaling", "path": _save(fig, out_dir / "parallel_scaling.png"), "title": title, "data": data}
+
+
+def fleet_bars(results: list[dict], out_dir: Path, fleet: dict | None = None) -> dict:
+    """Per variant, one bar per host (single-stream tok/s), flagged hosts hatched.
+    data: {"hosts": [...], "variants": [...], "values": {host: [tok/s or None per variant]},
+    "flagged": [...]}; nothing is plotted for a one-host run."""
+    hosts = sorted({nb.host_of(r) for r in results if nb.is_measured(r)})
+    variants = list(_variants(results))
+    values = {h: [] for h in hosts}
+    for v in variants:
+        for h in hosts:
+            match = [nb.single_stats(r)[0] for r in results if nb.host_of(r) == h and nb.variant_name(r) == v]
+            values[h].append(match[0] if match else None)
+    flagged = [x["host"] for x in (fleet or {}).get("flagged", [])]
+    data = {"hosts": hosts, "variants": variants, "values": values, "flagged": flagged}
+    title = _title("Single-stream tok/s per host across the fleet", results)
+    if len(hosts) < 2:
+        return {"name": "fleet_bars", "path": None, "title": title, "data": data}
+    fig, ax = plt.subplots(figsize=(max(7, 1.3 * len(variants)), 4.2))
+    width = 0.8 / len(hosts)
+    for j, h in enumerate(hosts):
+        xs = [i + (j - (len(hosts) - 1) / 2) * width for i in range(len(variants))]
+        ax.bar(xs, [v or 0.0 for v in values[h]], width=width, color=BUILD_COLOURS[j % len(BUILD_COLOURS)],
+               hatch="//" if h in flagged else None, edgecolor="black" if h in flagged else None,
+               label=h + (" (flagged)" if h in flagged else ""))
+    ax.set_xticks(range(len(variants)), variants, rotation=20, fontsize=8)
+    ax.set_ylabel("tok/s (single stream)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return {"name": "fleet_bars", "path": _save(fig, out_dir / "fleet_bars.png"), "title": title, "data": data}
+
+
+def all_charts(results: list[dict], out_dir: Path, fleet: dict | None = None,
+               builds_order: list[str] | None = None) -> list[dict]:
+    """Every chart, in report order (entries with ``path`` None were not drawn)."""
+    return [mtp_uplift(results, out_dir), build_vs_build(results, out_dir, builds_order),
+            parallel_scaling(results, out_dir), fleet_bars(results, out_dir, fleet)]

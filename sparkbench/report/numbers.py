@@ -1,0 +1,416 @@
+"""The report's numbers per result: accessors, the roofline, the per-host rows (pure, no I/O).
+
+One result document = ``results/<run-id>/<host>/<variant>.json`` (``schema/result.schema.json``).
+Every function takes already-loaded documents and returns plain lists/dicts of numbers; the text
+is made in :mod:`sparkbench.report.sections` and :mod:`sparkbench.report.terminal`. A missing
+figure is ``None`` (shown as "–"), never an invented number. Every other part of the report (the
+comparisons, the charts, the manifest, the terminal table) reads results through these accessors.
+
+Formulas (units in the names):
+
+- single-stream decode tok/s: ``single.decode_tok_s_median`` with ``_min`` / ``_max`` (median of
+  the runs; decode excludes TTFT, as measured by measure.py).
+- speedup vs bare (×) = single median of the variant / single median of the same host's variant
+  with the same ``build`` and ``model`` whose ``config`` is ``bare``.
+- combined tok/s at N = ``parallel[concurrency == N].combined_tok_s``.
+- mean acceptance length (tokens per verify step) = ``spec_decode.mean_acceptance_length``, else
+  1 + Σ acceptance per position.
+- roofline (the one formula): bytes per token = active params × bits per weight / 8 + KV-cache
+  bytes read at the measured context (KV bytes per context token × (prompt tokens + output
+  tokens / 2); 0 and "weights only" when the model profile has no KV geometry); roofline tok/s =
+  bandwidth (GB/s × 1e9) / bytes per token. Bare runs report measured / roofline × 100 (%); MTP
+  runs report tokens per step instead, since several tokens per weight pass can exceed the
+  one-token roofline.
+- matrix order (report order, and the reference build = the first build listed): by
+  ``variant.index`` (the matrix position the variant expansion records), else by ``started_at``
+  (a host measures its variants in matrix order), then by name.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any, Iterable
+
+CONCURRENCIES: tuple[int, ...] = (2, 4, 8)
+QUALITY_IDS: tuple[str, ...] = ("capital_50", "free_text", "code", "arithmetic")
+#: Bits per weight when the model profile names a quantization but no ``weight_bits``:
+#: NVFP4 = 4-bit values + one FP8 scale per 16 weights = 4 + 8/16 = 4.5 bits; MXFP4 = 4 + 8/32.
+QUANT_BITS: dict[str, float] = {"nvfp4": 4.5, "mxfp4": 4.25, "fp8": 8.0, "int8": 8.0, "bf16": 16.0,
+                                "fp16": 16.0, "int4": 4.0}
+#: KV-cache element size in bits by ``--kv-cache-dtype``.
+KV_DTYPE_BITS: dict[str, float] = {"fp8": 8.0, "fp8_e4m3": 8.0, "fp8_e5m2": 8.0, "auto": 16.0,
+                                   "bfloat16": 16.0, "float16": 16.0}
+
+
+# --------------------------------------------------------------------------- accessors
+
+def dig(doc: Any, *path: Any, default: Any = None) -> Any:
+    """``doc[path[0]][path[1]]...`` or ``default`` when any step is missing or null."""
+    cur = doc
+    for key in path:
+        if isinstance(cur, dict):
+            cur = cur.get(key)
+        elif isinstance(cur, list) and isinstance(key, int) and -len(cur) <= key < len(cur):
+            cur = cur[key]
+        else:
+            return default
+        if cur is None:
+            return default
+    return cur
+
+
+def num(value: Any) -> float | None:
+    """``value`` as a float when it is a real number (bools and strings are not), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if value != value:  # NaN
+        return None
+    return float(value)
+
+
+def host_of(result: dict) -> str:
+    """The host name of a result (``host`` key; ``"?"`` when absent)."""
+    return str(result.get("host") or "?")
+
+
+def variant_of(result: dict) -> dict:
+    """The ``variant`` object of a result (a bare string is taken as the name)."""
+    v = result.get("variant")
+    if isinstance(v, str):
+        return {"name": v}
+    return v if isinstance(v, dict) else {}
+
+
+def variant_name(result: dict) -> str:
+    """The variant name (``variant.name``; ``"?"`` when absent)."""
+    return str(variant_of(result).get("name") or "?")
+
+
+def build_of(result: dict) -> str | None:
+    """The variant's build (e.g. ``nvidia``), None when absent."""
+    return variant_of(result).get("build")
+
+
+def config_of(result: dict) -> str | None:
+    """The variant's configuration (e.g. ``bare``, ``mtp2``), None when absent."""
+    return variant_of(result).get("config")
+
+
+def model_of(result: dict) -> str | None:
+    """The served model id: ``variant.model``, else ``server.model``, else ``manifest.model``."""
+    return variant_of(result).get("model") or dig(result, "server", "model") or dig(result, "manifest", "model")
+
+
+def model_key(result: dict) -> str | None:
+    """The model without its organisation (``nvidia/Qwen3.6-35B-A3B-NVFP4`` → ``Qwen3.6-35B-A3B-NVFP4``):
+    builds of the same model from different publishers share it, so head-to-head pairs them."""
+    model = model_of(result)
+    return model.rsplit("/", 1)[-1] if model else None
+
+
+def is_simulated(result: dict) -> bool:
+    """True when the figures come from the simulator (top-level or manifest ``simulated``)."""
+    return bool(result.get("simulated") or dig(result, "manifest", "simulated"))
+
+
+def is_measured(result: dict) -> bool:
+    """True when the result has figures (status complete or incomplete, not failed)."""
+    return result.get("status") in ("complete", "incomplete")
+
+
+def is_bare(result: dict) -> bool:
+    """True for a configuration without speculative decoding (``config == "bare"``)."""
+    return config_of(result) == "bare"
+
+
+def is_speculative(result: dict) -> bool:
+    """True when the variant drafts tokens: spec-decode figures recorded, a ``--speculative-config``
+    launch flag, or a configuration named ``mtp…``/``spec…``/``eagle…``/``draft…``."""
+    if acceptance(result) or num(dig(result, "spec_decode", "mean_acceptance_length")) is not None:
+        return True
+    if launch_arg(result, "--speculative-config") is not None:
+        return True
+    cfg = (config_of(result) or "").lower()
+    return cfg.startswith(("mtp", "spec", "eagle", "draft"))
+
+
+def matrix_position(result: dict) -> tuple[float, str, str]:
+    """Sort key of the matrix order: ``variant.index``, else ``started_at``, then the name."""
+    index = num(variant_of(result).get("index"))
+    return (index if index is not None else float("inf"), str(result.get("started_at") or "~"),
+            variant_name(result))
+
+
+def sort_results(results: Iterable[dict]) -> list[dict]:
+    """Results in report order: by host, then in matrix order (:func:`matrix_position`)."""
+    return sorted(results, key=lambda r: (host_of(r), matrix_position(r)))
+
+
+def build_order(results: Iterable[dict]) -> list[str]:
+    """Builds in the order the matrix lists them (the earliest :func:`matrix_position` of any of
+    their results, then the name); the first one is the reference build of every comparison."""
+    first: dict[str, tuple] = {}
+    for r in results:
+        b = build_of(r)
+        if b is None:
+            continue
+        pos = matrix_position(r)[:2]
+        if b not in first or pos < first[b]:
+            first[b] = pos
+    return sorted(first, key=lambda b: (first[b], b))
+
+
+def single_stats(result: dict) -> tuple[float | None, float | None, float | None]:
+    """(median, min, max) single-stream decode tok/s; Nones when not measured."""
+    s = result.get("single") if is_measured(result) else None
+    return (num(dig(s, "decode_tok_s_median")), num(dig(s, "decode_tok_s_min")),
+            num(dig(s, "decode_tok_s_max")))
+
+
+def combined_at(result: dict, concurrency: int) -> float | None:
+    """Combined tok/s (all streams' completion tokens / wall time) at ``concurrency`` parallel."""
+    if not is_measured(result):
+        return None
+    for entry in result.get("parallel") or []:
+        if isinstance(entry, dict) and entry.get("concurrency") == concurrency:
+            return num(entry.get("combined_tok_s"))
+    return None
+
+
+def acceptance(result: dict) -> list[float]:
+    """MTP acceptance rate per draft position (unconditional rates, position 1 first); [] for bare."""
+    rates = dig(result, "spec_decode", "acceptance_per_position") or []
+    return [float(x) for x in rates if num(x) is not None]
+
+
+def mean_acceptance_length(result: dict) -> float | None:
+    """Tokens per verify step = ``spec_decode.mean_acceptance_length``, else 1 + Σ per-position rates."""
+    value = num(dig(result, "spec_decode", "mean_acceptance_length"))
+    if value is not None:
+        return value
+    rates = acceptance(result)
+    return 1.0 + sum(rates) if rates else None
+
+
+def _argv(result: dict) -> list[str]:
+    """The launch argv as recorded: ``launch.argv``, else ``variant.args`` as a list, else the
+    ``launch_command`` split on spaces."""
+    for value in (dig(result, "launch", "argv"), variant_of(result).get("args")):
+        if isinstance(value, list):
+            return [str(a) for a in value]
+    cmd = result.get("launch_command")
+    return cmd.split() if isinstance(cmd, str) else []
+
+
+def launch_arg(result: dict, flag: str) -> str | None:
+    """The value of launch flag ``flag`` (``--kv-cache-dtype``): from ``variant.args`` as a mapping
+    (flag name without dashes → value), else from the recorded argv or command line."""
+    args = variant_of(result).get("args")
+    if isinstance(args, dict):
+        wanted = flag.lstrip("-").replace("_", "-")
+        for key, value in args.items():
+            if str(key).lstrip("-").replace("_", "-") == wanted and value is not None and value is not False:
+                return value if isinstance(value, str) else str(value)
+    tokens = _argv(result)
+    for i, tok in enumerate(tokens):
+        if tok == flag and i + 1 < len(tokens):
+            return tokens[i + 1]
+        if tok.startswith(flag + "="):
+            return tok.split("=", 1)[1]
+    return None
+
+
+# --------------------------------------------------------------------------- roofline
+
+def weight_bits(model_profile: dict) -> float | None:
+    """Bits per weight: ``weight_bits`` (or ``bits_per_weight``), else from ``quantization`` (NVFP4 = 4.5)."""
+    bits = num(model_profile.get("weight_bits"))
+    if bits is None:
+        bits = num(model_profile.get("bits_per_weight"))
+    if bits is not None:
+        return bits
+    quant = str(model_profile.get("quantization") or "").lower()
+    return QUANT_BITS.get(quant)
+
+
+def kv_bytes_per_context_token(model_profile: dict, kv_dtype: str | None) -> float | None:
+    """KV-cache bytes one decode step reads per token of context, from the model profile:
+    ``kv_bytes_per_token`` when given, else 2 (K and V) × attention layers × KV heads × head dim ×
+    KV element bits / 8 (geometry from ``attention.{full_attention_layers, num_kv_heads, head_dim}``
+    as in ``profiles/models/*.json``, or flat ``kv_layers``/``kv_heads``/``head_dim``; the
+    linear-attention state of hybrid models is constant per step and left out; element bits from
+    ``--kv-cache-dtype``, 16 when unset). None when the profile has no KV geometry."""
+    direct = num(model_profile.get("kv_bytes_per_token"))
+    if direct is not None:
+        return direct
+    att = model_profile.get("attention") if isinstance(model_profile.get("attention"), dict) else {}
+    layers = num(att.get("full_attention_layers") or model_profile.get("kv_layers")
+                 or model_profile.get("attention_layers") or model_profile.get("num_kv_layers"))
+    heads = num(att.get("num_kv_heads") or model_profile.get("kv_heads") or model_profile.get("num_kv_heads"))
+    head_dim = num(att.get("head_dim") or model_profile.get("head_dim"))
+    if layers is None or heads is None or head_dim is None:
+        return None
+    bits = KV_DTYPE_BITS.get(str(kv_dtype or "auto").lower(), 16.0)
+    return 2.0 * layers * heads * head_dim * bits / 8.0
+
+
+def roofline(result: dict) -> dict:
+    """Roofline of one result (the one formula of the reports).
+
+    Returns ``{"bandwidth_gbs", "weight_bytes", "kv_bytes", "bytes_per_token", "tok_s", "basis"}``
+    where weight_bytes = active params (``profile.model.active_params_b`` × 1e9) × bits / 8,
+    bandwidth = ``profile.hardware.bandwidth_gbs`` (or ``memory_bandwidth_gbps``, the hardware
+    profile's own name) in GB/s, kv_bytes = KV bytes per context token × mean context of the
+    single-stream runs (prompt tokens + output tokens / 2), bytes_per_token = weight_bytes +
+    kv_bytes, tok_s = bandwidth_gbs × 1e9 / bytes_per_token. ``basis`` says "weights + KV" or
+    "weights only" (no KV geometry in the profile); all None when the profile lacks bandwidth,
+    active params or bits."""
+    hw = dig(result, "profile", "hardware") or {}
+    mp = dig(result, "profile", "model") or {}
+    out: dict[str, Any] = {"bandwidth_gbs": None, "weight_bytes": None, "kv_bytes": None,
+                           "bytes_per_token": None, "tok_s": None, "basis": None}
+    bandwidth = num(hw.get("bandwidth_gbs"))
+    if bandwidth is None:  # the name profiles/hardware/*.json use
+        bandwidth = num(hw.get("memory_bandwidth_gbps"))
+    params_b = num(mp.get("active_params_b"))
+    bits = weight_bits(mp)
+    if bandwidth is None or params_b is None or bits is None or bandwidth <= 0 or params_b <= 0:
+        return out
+    weight_bytes = params_b * 1e9 * bits / 8.0
+    per_ctx = kv_bytes_per_context_token(mp, launch_arg(result, "--kv-cache-dtype"))
+    kv_bytes = 0.0
+    basis = "weights only"
+    if per_ctx is not None:
+        output_tokens = num(dig(result, "settings", "output_tokens")) or 0.0
+        prompts = [num(r.get("prompt_tokens")) for r in dig(result, "single", "runs", default=[])
+                   if isinstance(r, dict) and num(r.get("prompt_tokens")) is not None]
+        prompt = median(prompts) if prompts else 0.0
+        kv_bytes = per_ctx * (prompt + output_tokens / 2.0)
+        basis = "weights + KV"
+    total = weight_bytes + kv_bytes
+    out.update(bandwidth_gbs=bandwidth, weight_bytes=weight_bytes, kv_bytes=kv_bytes,
+               bytes_per_token=total, tok_s=bandwidth * 1e9 / total, basis=basis)
+    return out
+
+
+# --------------------------------------------------------------------------- per-host rows
+
+def _bare_median(results: list[dict], result: dict) -> float | None:
+    """Single-stream median of the same host's bare variant of the same build and model."""
+    for other in results:
+        if (host_of(other) == host_of(result) and is_bare(other)
+                and build_of(other) == build_of(result) and model_of(other) == model_of(result)):
+            return single_stats(other)[0]
+    return None
+
+
+def variant_row(result: dict, results: list[dict]) -> dict:
+    """One row of the per-host seed-layout table (numbers, None where not measured)."""
+    med, lo, hi = single_stats(result)
+    bare = _bare_median(results, result)
+    roof = roofline(result)
+    mal = mean_acceptance_length(result)
+    spec = is_speculative(result)
+    row: dict[str, Any] = {
+        "host": host_of(result), "variant": variant_name(result), "build": build_of(result),
+        "model": model_of(result), "config": config_of(result), "status": result.get("status"),
+        "simulated": is_simulated(result),
+        "single_tok_s": med, "single_min": lo, "single_max": hi,
+        "speedup_vs_bare": (med / bare) if (med is not None and bare) else None,
+    }
+    for n in CONCURRENCIES:
+        row[f"combined_{n}"] = combined_at(result, n)
+    row.update({
+        "acceptance_per_position": acceptance(result),
+        "mean_acceptance_length": mal,
+        "ttft_p50_s": num(dig(result, "single", "ttft_s_median")) if is_measured(result) else None,
+        "roofline_tok_s": roof["tok_s"],
+        "roofline_basis": roof["basis"],
+        "pct_of_roofline": (med / roof["tok_s"] * 100.0) if (med is not None and roof["tok_s"]
+                                                              and not spec) else None,
+        "tokens_per_step": mal if spec else None,
+        "time_to_ready_s": num(dig(result, "server_startup", "time_to_ready_s")),
+        "model_memory_gib": num(dig(result, "server_startup", "model_memory_gib")),
+    })
+    return row
+
+
+def quality_rows(results: list[dict]) -> list[dict]:
+    """Per host × variant: each question's status and reasoning tokens (``q_<id>``, ``rt_<id>``)."""
+    rows = []
+    for r in sort_results(results):
+        if not r.get("quality"):
+            continue
+        row: dict[str, Any] = {"host": host_of(r), "variant": variant_name(r)}
+        by_id = {q.get("id"): q for q in r["quality"] if isinstance(q, dict)}
+        for qid in QUALITY_IDS:
+            q = by_id.get(qid) or {}
+            row[f"q_{qid}"] = q.get("status")
+            row[f"rt_{qid}"] = num(q.get("reasoning_tokens"))
+        row["passed"] = sum(1 for qid in QUALITY_IDS if row[f"q_{qid}"] == "pass")
+        rows.append(row)
+    return rows
+
+
+def image_rows(results: list[dict]) -> list[dict]:
+    """Per host × variant: image check status, answer, expected, answer right, spec decode active."""
+    rows = []
+    for r in sort_results(results):
+        img = r.get("image")
+        if not isinstance(img, dict):
+            continue
+        right = None
+        if img.get("status") in ("pass", "fail"):
+            right = img.get("status") == "pass"
+        rows.append({"host": host_of(r), "variant": variant_name(r), "status": img.get("status"),
+                     "answer": img.get("answer"), "expected": img.get("expected"), "answer_right": right,
+                     "spec_decode_active": img.get("spec_decode_active")})
+    return rows
+
+
+def telemetry_rows(results: list[dict]) -> list[dict]:
+    """Per host × variant × phase where telemetry was recorded: power (W), SM clock (MHz),
+    max temperature (°C), tokens per joule."""
+    rows = []
+    for r in sort_results(results):
+        tel = r.get("telemetry")
+        if not isinstance(tel, dict):
+            continue
+        for phase, t in tel.items():
+            if not isinstance(t, dict):
+                continue
+            rows.append({"host": host_of(r), "variant": variant_name(r), "phase": phase,
+                         "power_w_mean": num(t.get("power_w_mean")),
+                         "sm_clock_mhz_mean": num(t.get("sm_clock_mhz_mean")),
+                         "temp_c_max": num(t.get("temp_c_max")),
+                         "tokens_per_joule": num(t.get("tokens_per_joule"))})
+    return rows
+
+
+def failure_rows(results: list[dict]) -> list[dict]:
+    """Failed variants (stage, reason, remedy) and incomplete ones (their recorded errors)."""
+    rows = []
+    for r in sort_results(results):
+        status = r.get("status")
+        if status == "failed":
+            f = r.get("failure") if isinstance(r.get("failure"), dict) else {}
+            rows.append({"host": host_of(r), "variant": variant_name(r), "status": status,
+                         "stage": f.get("stage"), "reason": f.get("reason"), "remedy": f.get("remedy")})
+        elif status == "incomplete":
+            errs = [str(e.get("message") if isinstance(e, dict) else e) for e in r.get("errors") or []]
+            rows.append({"host": host_of(r), "variant": variant_name(r), "status": status,
+                         "stage": "measure", "reason": "; ".join(errs) or "measurement incomplete",
+                         "remedy": "re-run the variant (same run id, bench_force=true)"})
+    return rows
+
+
+def report_tables(results: list[dict]) -> dict:
+    """All per-host numbers: ``{"hosts": {host: [variant_row...]}, "quality", "image",
+    "telemetry", "failures", "simulated"}`` (``simulated`` true when any figure is simulated)."""
+    ordered = sort_results(r for r in results if isinstance(r, dict))
+    hosts: dict[str, list[dict]] = {}
+    for r in ordered:
+        hosts.setdefault(host_of(r), []).append(variant_row(r, ordered))
+    return {"hosts": hosts, "quality": quality_rows(ordered), "image": image_rows(ordered),
+            "telemetry": telemetry_rows(ordered), "failures": failure_rows(ordered),
+            "simulated": any(is_simulated(r) for r in ordered)}

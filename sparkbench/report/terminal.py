@@ -1,0 +1,62 @@
+"""The table printed at the end of the play (and by ``render`` without ``--quiet``), made from the
+rendered ``results.json`` document: its ``rows``, ``head_to_head``, ``quality``, ``image`` and
+``failures``. Cells come from :func:`sparkbench.report.sections.variant_cells`, so each figure
+reads exactly as in report.md; nothing is computed here."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from .numbers import CONCURRENCIES, QUALITY_IDS
+from .sections import variant_cells
+from .table import DASH, pct
+
+SIMULATED_LABEL = "SIMULATED: figures come from the vLLM simulator (sparkbench/vllm-sim), not from a GPU"
+REAL_LABEL = "Measured on real hardware"
+
+
+def headers(doc: dict) -> list[str]:
+    """The column titles (``host`` only when the run has several hosts)."""
+    ref = (doc.get("head_to_head") or {}).get("reference_build") or "reference"
+    multi_host = len({r["host"] for r in doc.get("rows") or []}) > 1
+    return ((["host"] if multi_host else []) + ["variant", "single tok/s (min–max)", "× bare", f"vs {ref}"]
+            + [f"{c}× tok/s" for c in CONCURRENCIES]
+            + ["accept/pos", "% roofline or tok/step", "TTFT p50 s", "quality", "image", "status"])
+
+
+def rows(doc: dict) -> list[list[str]]:
+    """One line per host × variant, in report order."""
+    vs_ref = {(r["host"], r["variant"]): r["pct_diff"] for r in (doc.get("head_to_head") or {}).get("rows") or []
+              if r["metric"] == "single"}
+    quality = {(q["host"], q["variant"]): f"{q['passed']}/{len(QUALITY_IDS)}" for q in doc.get("quality") or []}
+    image = {(i["host"], i["variant"]): i["status"] for i in doc.get("image") or []}
+    stages = {(x["host"], x["variant"]): x["stage"] for x in doc.get("failures") or []}
+    all_rows = doc.get("rows") or []
+    multi_host = len({r["host"] for r in all_rows}) > 1
+    out = []
+    for r in all_rows:
+        key = (r["host"], r["variant"])
+        if r["status"] == "failed":
+            figures = [DASH] * (8 + len(CONCURRENCIES))
+            status = f"failed ({stages.get(key) or '?'})"
+        else:
+            c = variant_cells(r)
+            figures = ([c["single_tok_s"], c["speedup_vs_bare"], pct(vs_ref.get(key))]
+                       + [c[f"combined_{n}"] for n in CONCURRENCIES]
+                       + [c["acceptance_per_position"], c["pct_of_roofline"], c["ttft_p50_s"],
+                          quality.get(key, DASH), image.get(key) or DASH])
+            status = str(r["status"])
+        out.append(([r["host"]] if multi_host else []) + [r["variant"]] + figures + [status])
+    return out
+
+
+def terminal_table(doc: dict, fmt: str = "simple", title: bool = True) -> str:
+    """The table as text (``fmt``: a tabulate format), with a first line saying whether the figures
+    are simulated; ``doc`` is the content of ``results.json``."""
+    if not doc.get("rows"):
+        body = "(no result could be read; see the report's list of unreadable files)"
+    else:
+        body = tabulate(rows(doc), headers=headers(doc), tablefmt=fmt, disable_numparse=True)
+    if not title:
+        return body
+    return f"{SIMULATED_LABEL if doc.get('simulated') else REAL_LABEL}\n{body}"

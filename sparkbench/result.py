@@ -1,0 +1,290 @@
+"""The result document: one builder for a complete measurement and for every kind of failure.
+
+A result file is ``results/<run>/<host>/<variant>.json``. measure.py writes the *measured* block
+(``schema_version``, ``status``, ``simulated``, ``server``, ``client``, ``settings``, ``single``,
+``parallel``, ``context``, ``spec_decode``, ``quality``, ``image``, ``telemetry``, ``errors``);
+this module completes it with what the controller knows (``context_fields``: host, variant,
+launch, launch_command, config_hash, manifest, profile, preflight, server_startup) and, for a
+variant that did not complete, a ``failure`` object ``{stage, reason, remedy, log_excerpt,
+issues}``. Stages: ``host`` (provisioning failed for the whole host), ``preflight`` (a known
+pitfall refused the variant), ``launch`` (the container did not become ready), ``measure``
+(measure.py failed or was incomplete). Every document is validated against
+``schema/result.schema.json`` before it is written (``write``): an invalid one is a bug and
+raises ``DocumentError`` naming the first wrong fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .paths import SCHEMA_PATH
+from .secrets import public_env
+
+SCHEMA_VERSION = "1"
+STAGES = ("host", "preflight", "launch", "measure")
+LOG_EXCERPT_CHARS = 4000
+#: What a failure says when nothing better is known, per stage.
+DEFAULT_REMEDY = {
+    "host": "fix the host problem named in the reason, then re-run with the same bench_run_id",
+    "preflight": "change the variant's flags as the preflight reason says (or vllm_server_preflight_enabled=false "
+                 "to launch anyway)",
+    "launch": "read the log excerpt; add its error line as a signature to roles/vllm_server/files/known_issues.yml",
+    "measure": "read the errors list and the log excerpt; measure.py exits 1 when no request succeeded and 2 "
+               "when the server is unreachable; a server that died mid-run leaves its log in the container "
+               "(docker logs)",
+}
+
+
+class DocumentError(ValueError):
+    """A result document that does not match the schema (a bug in the builder or its inputs)."""
+
+
+_VALIDATOR = None
+
+
+def _validator():
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        import jsonschema
+
+        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+        _VALIDATOR = jsonschema.Draft202012Validator(schema)
+    return _VALIDATOR
+
+
+def validation_errors(doc: Any) -> list[str]:
+    """Every schema violation of ``doc`` as ``path: message`` (``[]`` when valid)."""
+    out = []
+    for err in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
+        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+        out.append(f"{where}: {err.message[:200]}")
+    return out
+
+
+def validate(doc: Any) -> dict[str, Any]:
+    """``doc`` when it matches the schema; else ``DocumentError`` with the first violations."""
+    problems = validation_errors(doc)
+    if problems:
+        raise DocumentError("result document does not match schema/result.schema.json: " + "; ".join(problems[:5]))
+    return doc
+
+
+# --------------------------------------------------------------------------- the controller's part
+def manifest(variant: Mapping[str, Any], launch: Mapping[str, Any], host: Mapping[str, Any],
+             settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What is needed to reproduce the figures: image and its id/digest, model and revision, the
+    launch command, driver, CUDA, GPU, OS, kernel, Docker, sparkbench version, settings.
+
+    ``host`` holds the provisioning facts: ``name``, ``gpu`` (spark_host_gpu), ``images``
+    (spark_host_image_facts), ``sparkbench_version``, ``simulated``.
+    """
+    gpu = host.get("gpu") or {}
+    image = str(variant.get("image", ""))
+    image_facts = (host.get("images") or {}).get(image) or {}
+    return {
+        "image": image,
+        "image_id": image_facts.get("id"),
+        "image_digest": image_facts.get("digest"),
+        "vllm_version": None,
+        "model": str(variant.get("model", "")),
+        "model_revision": variant.get("revision"),
+        "launch_command": launch.get("command", ""),
+        "driver": gpu.get("driver", "unknown"),
+        "cuda": gpu.get("cuda", "unknown"),
+        "gpu": gpu.get("name", "unknown"),
+        "os": gpu.get("os", "unknown"),
+        "kernel": gpu.get("kernel", "unknown"),
+        "hostname": gpu.get("hostname") or host.get("name"),
+        "docker": gpu.get("docker_version", "unknown"),
+        "sparkbench_version": host.get("sparkbench_version") or "unknown",
+        "settings": dict(settings),
+        "simulated": host.get("simulated"),
+    }
+
+
+def context_fields(plan: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+    """The controller's part of every document of a planned variant (``sparkbench.plan``)."""
+    variant = dict(plan["variant"])
+    launch = plan["launch"]
+    variant["env"] = public_env(variant.get("env"))
+    profile_hw = dict(plan.get("hardware_profile") or {})
+    if "memory_bandwidth_gbps" in profile_hw:
+        profile_hw.setdefault("bandwidth_gbs", profile_hw["memory_bandwidth_gbps"])
+    return {
+        "host": str(host.get("name", "")),
+        "variant": variant,
+        "launch": {"argv": list(launch["argv"]), "command": launch["command"], "env": public_env(launch.get("env")),
+                   "secret_env": list(launch.get("secret_env") or [])},
+        "launch_command": launch["command"],
+        "config_hash": plan["config_hash"],
+        "manifest": manifest(variant, launch, host, plan["settings"]),
+        "profile": {"hardware": profile_hw or None, "model": plan.get("model_profile") or None},
+        "preflight": dict(plan["preflight"]),
+    }
+
+
+def _excerpt(text: Any) -> str:
+    return str(text or "")[-LOG_EXCERPT_CHARS:]
+
+
+def failure(stage: str, reason: Any, remedy: Any = None, log_excerpt: Any = "", issues: Any = ()) -> dict[str, Any]:
+    """A ``failure`` object; ``stage`` is one of ``STAGES``."""
+    if stage not in STAGES:
+        raise DocumentError(f"failure stage {stage!r} is not one of {', '.join(STAGES)}")
+    return {"stage": stage, "reason": str(reason or f"failed at {stage}").strip(),
+            "remedy": str(remedy or DEFAULT_REMEDY[stage]).strip(), "log_excerpt": _excerpt(log_excerpt),
+            "issues": [str(i) for i in issues or [] if i]}
+
+
+def failure_document(context: Mapping[str, Any], fail: Mapping[str, Any],
+                     measured: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A failed variant's document: its context, ``status: failed``, the failure; the measured
+    block too when measure.py got as far as writing one (its errors are kept)."""
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "status": "failed",
+                           "simulated": (context.get("manifest") or {}).get("simulated"), "errors": []}
+    if measured:
+        doc.update({k: v for k, v in measured.items() if k not in ("status",)})
+        doc["schema_version"] = SCHEMA_VERSION
+    doc.update(context)
+    doc["status"] = "failed"
+    doc["errors"] = list(doc.get("errors") or []) or [{"phase": fail["stage"], "request": None,
+                                                       "message": fail["reason"]}]
+    doc["failure"] = dict(fail)
+    return validate(doc)
+
+
+def complete_document(context: Mapping[str, Any], measured: Mapping[str, Any],
+                      startup: Mapping[str, Any] | None = None, stderr: Any = "") -> dict[str, Any]:
+    """measure.py's measured block + the context; an incomplete one gets ``failure {stage: measure}``."""
+    doc = dict(measured)
+    doc.update(context)
+    man = dict(doc["manifest"])
+    man["vllm_version"] = (measured.get("server") or {}).get("version")
+    if measured.get("simulated") is not None:
+        man["simulated"] = measured["simulated"]
+    doc["manifest"] = man
+    doc["server_startup"] = {"time_to_ready_s": (startup or {}).get("time_to_ready_s"),
+                             "model_memory_gib": (startup or {}).get("model_memory_gib")}
+    if doc.get("status") != "complete":
+        first = next((e.get("message") for e in doc.get("errors") or [] if isinstance(e, Mapping) and e.get("message")),
+                     None)
+        doc["failure"] = failure("measure", first or "measurement incomplete", log_excerpt=stderr)
+    return validate(doc)
+
+
+# --------------------------------------------------------------------------- failures per stage
+def measure_failure(rc: Any, stdout: Any, stderr: Any, msg: Any = "") -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The failure of a measure.py run (exit 1 or 2, or a crash) and its measured block if any."""
+    measured = parse_measured(stdout)
+    first = None
+    if measured:
+        first = next((e.get("message") for e in measured.get("errors") or []
+                      if isinstance(e, Mapping) and e.get("message")), None)
+    text = str(stderr or msg or "").strip()
+    reason = first or (text.splitlines()[-1] if text else f"measure.py exited with status {rc}")
+    return failure("measure", reason, log_excerpt=stderr or msg), measured
+
+
+def parse_measured(stdout: Any) -> dict[str, Any] | None:
+    """measure.py's JSON document from its stdout, or None when it wrote none."""
+    if isinstance(stdout, Mapping):
+        return dict(stdout)
+    try:
+        doc = json.loads(str(stdout or ""))
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+# --------------------------------------------------------------------------- files
+def stored(path: str | Path) -> dict[str, Any]:
+    """A stored result as a dict; ``{}`` when missing or corrupt (the variant is re-measured)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def write(doc: Mapping[str, Any], path: str | Path) -> Path:
+    """Validate and write ``doc`` atomically (a temporary file renamed into place), mode 0644."""
+    validate(doc)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# --------------------------------------------------------------------------- one variant's record
+def host_facts(variables: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """The provisioning facts a document needs, from the host's variables (spark_host's facts)."""
+    gpu_less = variables.get("sparkbench_gpu_less", False)
+    simulated = variables.get("sparkbench_simulated")
+    return {"name": host, "gpu": variables.get("spark_host_gpu") or {},
+            "images": variables.get("spark_host_image_facts") or {},
+            "sparkbench_version": variables.get("bench_sparkbench_version") or "unknown",
+            "simulated": bool(gpu_less if simulated is None else simulated)
+            if not isinstance(simulated, str) else simulated.lower() in ("1", "true", "yes")}
+
+
+def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, launch_failure: Mapping | None = None,
+                  measure: Mapping | None = None, failed: Mapping | None = None) -> tuple[dict, dict | None]:
+    """The failure object of a variant that failed at ``stage``, and the measured block if any.
+
+    host: ``reason``; preflight: the plan's verdict; launch: the vllm_server role's diagnosis
+    (``{issue, reason, remedy, log_excerpt}``); measure: measure.py's registered result (or the
+    failed task's result).
+    """
+    if stage == "preflight":
+        fails = entry["preflight"].get("failures") or []
+        return failure("preflight", "; ".join(f["reason"] for f in fails) or reason,
+                       "; ".join(f["remedy"] for f in fails) or None, "", [f.get("id") for f in fails]), None
+    if stage == "launch":
+        lf = launch_failure or {}
+        return failure("launch", lf.get("reason") or reason or (failed or {}).get("msg"), lf.get("remedy"),
+                       lf.get("log_excerpt", ""), [lf.get("issue")]), None
+    if stage == "measure":
+        run = measure or failed or {}
+        if reason:  # the measurement ran but its document could not be used
+            return failure("measure", reason, log_excerpt=run.get("stderr", "")), None
+        return measure_failure(run.get("rc"), run.get("stdout"), run.get("stderr"), run.get("msg"))
+    return failure(stage, reason or (failed or {}).get("msg")), None
+
+
+def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bool, *,
+           measure: Mapping | None = None, startup: Mapping | None = None, launch_failure: Mapping | None = None,
+           failed: Mapping | None = None, reason: Any = None) -> dict[str, Any]:
+    """Build, validate and write one planned variant's document; returns ``{path, status, failure}``."""
+    context = context_fields(entry, host)
+    doc = None
+    if ok:
+        measured = parse_measured((measure or {}).get("stdout"))
+        if measured is None:
+            ok, stage, reason = False, "measure", "measure.py wrote no JSON document"
+        else:
+            try:
+                doc = complete_document(context, measured, startup, (measure or {}).get("stderr"))
+            except DocumentError as exc:
+                ok, stage, reason = False, "measure", str(exc)
+    if doc is None:
+        fail, measured = stage_failure(entry, stage, reason=reason, launch_failure=launch_failure,
+                                       measure=measure, failed=failed)
+        try:
+            doc = failure_document(context, fail, measured)
+        except DocumentError:  # the measured block itself is malformed: keep the failure, drop the block
+            doc = failure_document(context, fail, None)
+    path = write(doc, entry["result_path"])
+    return {"path": str(path), "status": doc["status"], "variant": entry["name"], "failure": doc.get("failure")}

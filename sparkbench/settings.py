@@ -1,0 +1,195 @@
+"""The measurement settings: one object, checked once, passed whole.
+
+The inventory's ``llm_bench_*`` variables are read once per host (``from_vars``), checked
+(``settings_errors``: one line per problem, naming the variable or profile field and the fix,
+before any host is touched), normalised (``normalize``) and then passed whole: into the
+configuration hash, the manifest, and measure.py's command line (``measure_argv``). Adding a
+setting means adding it to ``DEFAULTS`` (and to measure.py's options) and nowhere else.
+
+Rules (units: tokens, requests, seconds, GB, GB/s):
+
+* ``llm_bench_output_tokens``, ``llm_bench_runs``, ``llm_bench_quality_max_tokens``: integer ≥ 1
+* ``llm_bench_warmup``: integer ≥ 0
+* ``llm_bench_concurrency``: list of integers ≥ 1 (``[]`` = no parallel phase)
+* ``llm_bench_context``: list of integers ≥ 0
+* ``llm_bench_request_timeout_s``, ``llm_bench_stall_timeout_s``: number > 0
+* model profiles: ``download_size_gb``, ``total_params_b``, ``active_params_b``, ``weight_bits``,
+  ``max_model_len`` numbers > 0 when present; ``gated`` / ``hybrid`` booleans; ``revision`` a
+  non-empty string
+* hardware profile: ``memory_bandwidth_gbps`` a number > 0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_POSITIVE_INTS = ("output_tokens", "runs", "quality_max_tokens")
+_NON_NEGATIVE_INTS = ("warmup",)
+_POSITIVE_NUMBERS = ("request_timeout_s", "stall_timeout_s")
+_PROFILE_NUMBERS = ("download_size_gb", "total_params_b", "active_params_b", "weight_bits", "max_model_len")
+_PROFILE_BOOLS = ("gated", "hybrid")
+
+
+def _as_int(value: Any) -> int | None:
+    """An integer from an int or a digit string (``-e`` gives strings); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return None
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _int_list(value: Any) -> list[Any] | None:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, Sequence):
+        return list(value)
+    return None
+
+
+_OK = object()
+
+
+def _bad_item(value: Any, minimum: int) -> Any:
+    """The first item of a list setting that is not a whole number >= minimum (the value itself
+    when it is not a list); ``_OK`` when every item is fine."""
+    items = _int_list(value)
+    if items is None:
+        return value
+    for item in items:
+        n = _as_int(item)
+        if n is None or n < minimum:
+            return item
+    return _OK
+
+
+def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, Any] | None = None,
+                       hardware_profile: Mapping[str, Any] | None = None) -> list[str]:
+    """Every problem in the measurement settings (keys without the ``llm_bench_`` prefix) and the
+    profiles, as one-line messages naming the field and the fix."""
+    errors: list[str] = []
+    settings = settings or {}
+    for key in _POSITIVE_INTS:
+        if key in settings:
+            n = _as_int(settings[key])
+            if n is None or n < 1:
+                errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be a whole number >= 1 (e.g. "
+                              f"{ {'output_tokens': 256, 'runs': 3, 'quality_max_tokens': 4096}[key] })")
+    for key in _NON_NEGATIVE_INTS:
+        if key in settings:
+            n = _as_int(settings[key])
+            if n is None or n < 0:
+                errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be a whole number >= 0 (e.g. 1)")
+    for key in _POSITIVE_NUMBERS:
+        if key in settings:
+            x = _as_number(settings[key])
+            if x is None or x <= 0:
+                errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be a number of seconds > 0")
+    for key, minimum, what in (("concurrency", 1, "a list of parallel levels >= 1 (e.g. [2, 4, 8]) or [] for none"),
+                               ("context", 0, "a list of prompt depths >= 0 tokens (e.g. [0] or [4096, 16384])")):
+        if key in settings:
+            bad = _bad_item(settings[key], minimum)
+            if bad is not _OK:
+                errors.append(f"llm_bench_{key} has {bad!r}; it must be {what}")
+    for model, prof in (model_profiles or {}).items():
+        where = f"profiles/models/{str(model).replace('/', '__')}.json"
+        if not isinstance(prof, Mapping):
+            errors.append(f"{where} must hold a JSON object, got {type(prof).__name__}; copy a neighbour in profiles/models/")
+            continue
+        for key in _PROFILE_NUMBERS:
+            if key in prof and prof[key] is not None:
+                x = _as_number(prof[key])
+                if x is None or x <= 0 or isinstance(prof[key], str):
+                    errors.append(f"{where}: field {key} is {prof[key]!r}; it must be a number > 0 (JSON number, no quotes)")
+        for key in _PROFILE_BOOLS:
+            if key in prof and not isinstance(prof[key], bool):
+                errors.append(f"{where}: field {key} is {prof[key]!r}; it must be true or false")
+        if "revision" in prof and (not isinstance(prof["revision"], str) or not prof["revision"].strip()):
+            errors.append(f"{where}: field revision is {prof['revision']!r}; it must be the pinned commit (a string)")
+    if hardware_profile is not None:
+        bw = hardware_profile.get("memory_bandwidth_gbps") if isinstance(hardware_profile, Mapping) else None
+        x = _as_number(bw)
+        if x is None or x <= 0 or isinstance(bw, str):
+            errors.append(f"hardware profile field memory_bandwidth_gbps is {bw!r}; it must be a number > 0 (GB/s)")
+    return errors
+
+
+#: Every measurement setting, its default (roles/llm_bench/defaults/main.yml documents each) and
+#: the measure.py option it becomes (None: handled by measure_argv itself).
+DEFAULTS: dict[str, Any] = {
+    "output_tokens": 256,
+    "runs": 3,
+    "warmup": 1,
+    "concurrency": [2, 4, 8],
+    "context": [0],
+    "quality": True,
+    "quality_max_tokens": 4096,
+    "image": True,
+    "telemetry": "auto",
+    "request_timeout_s": 600,
+    "stall_timeout_s": 60,
+}
+_OPTIONS = {"output_tokens": "--output-tokens", "runs": "--runs", "warmup": "--warmup",
+            "quality_max_tokens": "--quality-max-tokens", "telemetry": "--telemetry",
+            "request_timeout_s": "--request-timeout", "stall_timeout_s": "--stall-timeout"}
+
+
+def from_vars(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings from Ansible variables named ``llm_bench_<key>`` (defaults for missing ones)."""
+    return {key: variables.get(f"llm_bench_{key}", default) for key, default in DEFAULTS.items()}
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def normalize(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Typed settings (call after ``settings_errors`` returned nothing)."""
+    raw = {**DEFAULTS, **dict(settings or {})}
+    out: dict[str, Any] = {}
+    for key in ("output_tokens", "runs", "warmup", "quality_max_tokens"):
+        out[key] = int(raw[key])
+    for key in ("concurrency", "context"):
+        out[key] = [int(x) for x in (_int_list(raw[key]) or [])]
+    for key in ("quality", "image"):
+        out[key] = _bool(raw[key])
+    out["telemetry"] = str(raw["telemetry"])
+    for key in ("request_timeout_s", "stall_timeout_s"):
+        out[key] = float(raw[key])
+    return out
+
+
+def measure_argv(settings: Mapping[str, Any], *, python: str, script: str, base_url: str, model: str,
+                 quality_file: str, sandbox_image: str) -> list[str]:
+    """measure.py's command line for one variant (JSON on stdout: ``--out -``)."""
+    s = normalize(settings)
+    argv = [python, script, "--base-url", base_url, "--model", model]
+    for key, option in _OPTIONS.items():
+        value = s[key]
+        argv += [option, str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)]
+    argv += ["--concurrency", ",".join(str(n) for n in s["concurrency"]) or "none",
+             "--context", ",".join(str(n) for n in s["context"]) or "0",
+             "--quality-file", quality_file, "--sandbox-image", sandbox_image, "--out", "-"]
+    if s["quality"]:
+        argv.append("--quality")
+    if s["image"]:
+        argv.append("--image")
+    return argv

@@ -1,0 +1,183 @@
+"""The real-vLLM image sparkbench/vllm-cpu (scripts/build_vllm_cpu_image.sh): one real server.
+
+Starts the image exactly as a user would, with no other flag or variable
+(`docker run -p 127.0.0.1:P:8000 IMAGE sparkbench/tiny-llama --max-model-len 2048`), once for the
+module, and checks what it is (vLLM 0.32.0 on torch 2.13.0+cpu, nothing of the simulator) and
+what a client sees (/version, /v1/models, a streamed chat completion with per-chunk usage).
+Skipped when Docker or the image is missing. Start-up is 1-2.5 minutes on a busy 2-core machine
+(torch.compile of the model on first start).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+
+IMAGE = os.environ.get("SPARKBENCH_VLLM_CPU_TEST_IMAGE", "sparkbench/vllm-cpu:latest")
+MODEL = "sparkbench/tiny-llama"
+MAX_MODEL_LEN = 2048
+READY_TIMEOUT_S = float(os.environ.get("SPARKBENCH_VLLM_CPU_READY_TIMEOUT", "360"))
+
+
+def _skip_reason() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker is not installed"
+    try:
+        info = subprocess.run(["docker", "info"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"docker info failed: {exc}"
+    if info.returncode != 0:
+        return "no Docker engine answers (docker info failed); run make setup"
+    img = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30)
+    if img.returncode != 0:
+        return f"image {IMAGE} is missing; build it with scripts/build_vllm_cpu_image.sh (make setup)"
+    return None
+
+
+_REASON = _skip_reason()
+pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _logs(name: str, lines: int = 40) -> str:
+    out = subprocess.run(["docker", "logs", "--tail", str(lines), name], capture_output=True, text=True)
+    return out.stdout + out.stderr
+
+
+def _get(url: str, timeout: float = 10.0):
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.status, json.loads(resp.read() or b"null")
+
+
+class Server:
+    def __init__(self, name: str, port: int, ready_s: float):
+        self.name = name
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+        self.ready_s = ready_s
+
+    def logs(self, lines: int = 400) -> str:
+        return _logs(self.name, lines)
+
+
+@pytest.fixture(scope="module")
+def server():
+    name = f"sparkbench-test-vllm-cpu-{uuid.uuid4().hex[:10]}"
+    port = _free_port()
+    cmd = ["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8000",
+           IMAGE, MODEL, "--max-model-len", str(MAX_MODEL_LEN)]
+    t0 = time.monotonic()
+    try:
+        started = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if started.returncode != 0:
+            pytest.fail(f"docker run failed: {started.stderr.strip()}")
+        while True:
+            try:
+                status, _ = _get(f"http://127.0.0.1:{port}/health", timeout=2)
+                if status == 200:
+                    break
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", name],
+                                   capture_output=True, text=True)
+            if not state.stdout.startswith("true"):
+                pytest.fail(f"container exited before /health answered ({state.stdout.strip()}):\n{_logs(name)}")
+            if time.monotonic() - t0 > READY_TIMEOUT_S:
+                pytest.fail(f"/health did not answer within {READY_TIMEOUT_S:.0f} s:\n{_logs(name)}")
+            time.sleep(1)
+        yield Server(name, port, time.monotonic() - t0)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+def test_image_contents(server):
+    """Versions of the wheel's vLLM and torch, the `vllm` command, nothing of the simulator."""
+    script = (
+        "python3 -c 'import vllm, torch; print(vllm.__version__, torch.__version__)' 2>/dev/null; "
+        "command -v vllm; "
+        "ls /opt/sparkbench; "
+        "python3 -c 'import importlib.util as u; print(\"vllm_sim:\", u.find_spec(\"vllm_sim\"))'; "
+        "printf 'env: %s %s %s\\n' \"$HF_HUB_CACHE\" \"$HF_HUB_OFFLINE\" \"$TRANSFORMERS_OFFLINE\"; "
+        "cat \"$HF_HUB_CACHE/models--sparkbench--tiny-llama/refs/main\"; echo"
+    )
+    out = subprocess.run(["docker", "exec", server.name, "sh", "-c", script],
+                         capture_output=True, text=True, timeout=120)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "0.32.0 2.13.0+cpu", out.stdout + out.stderr
+    assert lines[1] == "/opt/venv/bin/vllm"
+    assert "vllm_sim: None" in lines
+    assert not any("vllm_sim" in ln or ln == "scripts" for ln in lines if not ln.startswith("vllm_sim:"))
+    env = next(ln for ln in lines if ln.startswith("env: "))
+    hub_cache, offline, tf_offline = env.split()[1:]
+    assert not hub_cache.startswith("/root/.cache/huggingface"), "the role's cache mount would hide the model"
+    assert (offline, tf_offline) == ("1", "1")
+    assert len(lines[-1]) == 40  # refs/main holds the snapshot revision
+
+
+def test_plain_run_needs_no_shm_flag(server):
+    """Served without --ipc host/--shm-size: the entrypoint avoids vLLM's /dev/shm rings."""
+    logs = server.logs(2000)
+    assert "Insufficient space in /dev/shm" not in logs
+    assert "Starting vLLM server" in logs or "Application startup complete" in logs
+
+
+def test_version_is_real(server):
+    status, body = _get(server.base + "/version")
+    assert status == 200
+    assert body == {"version": "0.32.0"} or (body.get("version") == "0.32.0" and "simulated" not in body)
+    assert "simulated" not in body
+
+
+def test_models_lists_tiny_llama(server):
+    status, body = _get(server.base + "/v1/models")
+    assert status == 200
+    ids = [m["id"] for m in body["data"]]
+    assert ids == [MODEL]
+    assert body["data"][0]["max_model_len"] == MAX_MODEL_LEN
+
+
+def test_stream_with_continuous_usage(server):
+    n = 24
+    payload = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Say something about Sparks."}],
+        "max_tokens": n, "min_tokens": n, "ignore_eos": True, "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    req = urllib.request.Request(server.base + "/v1/chat/completions", data=json.dumps(payload).encode(),
+                                 headers={"Content-Type": "application/json"})
+    data_lines = []
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        assert resp.status == 200
+        assert resp.headers.get("Content-Type", "").startswith("text/event-stream")
+        for raw in resp:
+            line = raw.decode().strip()
+            if line.startswith("data: "):
+                data_lines.append(line[len("data: "):])
+    assert data_lines[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data_lines[:-1]]
+    assert chunks, "no chunks before [DONE]"
+    assert chunks[0]["choices"][0]["delta"].get("role") == "assistant"
+    for c in chunks:
+        assert c["model"] == MODEL
+        assert c.get("usage") is not None, f"chunk without usage: {c}"
+        assert {"prompt_tokens", "completion_tokens", "total_tokens"} <= set(c["usage"])
+    counts = [c["usage"]["completion_tokens"] for c in chunks]
+    assert counts == sorted(counts), "completion_tokens must not decrease along the stream"
+    final = chunks[-1]
+    assert final["choices"] == [] and final["usage"]["completion_tokens"] == n
+    finishes = [ch["finish_reason"] for c in chunks for ch in c["choices"] if ch.get("finish_reason")]
+    assert finishes == ["length"]
