@@ -23,7 +23,7 @@ from sparkbench.ansible_action import ControllerAction
 
 class ActionModule(ControllerAction):
     VARIABLE_NAMES = ("spark_host_gpu", "spark_host_image_facts", "bench_sparkbench_version", "sparkbench_gpu_less",
-                      "sparkbench_simulated")
+                      "sparkbench_simulated", "sparkbench_backend")
 
     def act(self, args, variables, task_vars):
         if self._task.check_mode:

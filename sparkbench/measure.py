@@ -1513,37 +1513,26 @@ class Telemetry:
 # --------------------------------------------------------------------------------------------
 
 
-def _positive_int(name: str) -> Callable[[str], int]:
-    def conv(text: str) -> int:
+def _number(kind: type, minimum: float, strict: bool, what: str, name: str) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` (int or float) at least ``minimum`` (above it when ``strict``)."""
+    def conv(text: str) -> Any:
         try:
-            v = int(text)
+            v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"must be a positive integer (>= 1), got {v}")
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if (v <= minimum if strict else v < minimum) or (isinstance(v, float) and math.isinf(v)):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
         return v
     conv.__name__ = name
     return conv
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {v}")
-    return v
+def _positive_int(name: str) -> Callable[[str], int]:
+    return _number(int, 1, False, "a positive integer (>= 1)", name)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}") from None
-    if not v > 0 or math.isinf(v):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return v
+_non_negative_int = _number(int, 0, False, "an integer >= 0", "non-negative int")
+_positive_float = _number(float, 0.0, True, "a positive number of seconds", "seconds")
 
 
 def _int_list(minimum: int, what: str) -> Callable[[str], list[int]]:

@@ -183,8 +183,11 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False)
         "host": host, "run_id": str(v["bench_run_id"]), "remote_dir": remote_dir, "settings": settings,
         "names": [e["name"] for e in entries], "variants": entries,
         "images": list(dict.fromkeys(e["variant"]["image"] for e in entries)),
+        # in_image: the model ships inside the image (its profile says so): nothing to download.
         "models": list({(e["variant"]["model"]): {"model": e["variant"]["model"], "revision": e["variant"]["revision"],
-                                                  "image": e["variant"]["image"]} for e in entries}.values()),
+                                                  "image": e["variant"]["image"],
+                                                  "in_image": bool(e["model_profile"].get("in_image", False))}
+                        for e in entries}.values()),
         "model_sizes": {m: p.get("download_size_gb", 0) for m, p in model_profiles.items()},
         "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
     }

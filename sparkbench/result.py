@@ -81,7 +81,8 @@ def manifest(variant: Mapping[str, Any], launch: Mapping[str, Any], host: Mappin
     launch command, driver, CUDA, GPU, OS, kernel, Docker, sparkbench version, settings.
 
     ``host`` holds the provisioning facts: ``name``, ``gpu`` (spark_host_gpu), ``images``
-    (spark_host_image_facts), ``sparkbench_version``, ``simulated``.
+    (spark_host_image_facts), ``sparkbench_version``, ``simulated``, ``backend`` (what served the
+    figures: ``simulator``, ``vllm`` (vLLM on a GPU), ``vllm-cpu`` (vLLM's CPU build)).
     """
     gpu = host.get("gpu") or {}
     image = str(variant.get("image", ""))
@@ -104,6 +105,7 @@ def manifest(variant: Mapping[str, Any], launch: Mapping[str, Any], host: Mappin
         "sparkbench_version": host.get("sparkbench_version") or "unknown",
         "settings": dict(settings),
         "simulated": host.get("simulated"),
+        "backend": host.get("backend"),
     }
 
 
@@ -233,11 +235,14 @@ def host_facts(variables: Mapping[str, Any], host: str) -> dict[str, Any]:
     """The provisioning facts a document needs, from the host's variables (spark_host's facts)."""
     gpu_less = variables.get("sparkbench_gpu_less", False)
     simulated = variables.get("sparkbench_simulated")
+    is_sim = (bool(gpu_less if simulated is None else simulated)
+              if not isinstance(simulated, str) else simulated.lower() in ("1", "true", "yes"))
+    # sparkbench_backend names what serves the figures; default: the simulator when simulated, else vLLM.
+    backend = str(variables.get("sparkbench_backend") or ("simulator" if is_sim else "vllm"))
     return {"name": host, "gpu": variables.get("spark_host_gpu") or {},
             "images": variables.get("spark_host_image_facts") or {},
             "sparkbench_version": variables.get("bench_sparkbench_version") or "unknown",
-            "simulated": bool(gpu_less if simulated is None else simulated)
-            if not isinstance(simulated, str) else simulated.lower() in ("1", "true", "yes")}
+            "simulated": is_sim, "backend": backend}
 
 
 def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, launch_failure: Mapping | None = None,

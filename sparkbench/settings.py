@@ -16,7 +16,8 @@ Rules (units: tokens, requests, seconds, GB, GB/s):
 * model profiles: ``download_size_gb``, ``total_params_b``, ``active_params_b``, ``weight_bits``,
   ``max_model_len`` numbers > 0 when present; ``gated`` / ``hybrid`` booleans; ``revision`` a
   non-empty string
-* hardware profile: ``memory_bandwidth_gbps`` a number > 0
+* hardware profile: ``memory_bandwidth_gbps`` a number > 0 (null allowed when the profile says
+  ``"roofline": false``, e.g. ``x86-cpu``)
 """
 
 from __future__ import annotations
@@ -125,7 +126,9 @@ def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, An
     if hardware_profile is not None:
         bw = hardware_profile.get("memory_bandwidth_gbps") if isinstance(hardware_profile, Mapping) else None
         x = _as_number(bw)
-        if x is None or x <= 0 or isinstance(bw, str):
+        # A profile without a roofline (a CPU host: "roofline": false) may leave the bandwidth null.
+        no_roofline = isinstance(hardware_profile, Mapping) and hardware_profile.get("roofline") is False
+        if (x is None or x <= 0 or isinstance(bw, str)) and not (no_roofline and bw is None):
             errors.append(f"hardware profile field memory_bandwidth_gbps is {bw!r}; it must be a number > 0 (GB/s)")
     return errors
 

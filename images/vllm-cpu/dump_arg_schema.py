@@ -97,7 +97,7 @@ def kind_of(action, tname, boolean):
         return "int"
     if t == "float":
         return "float"
-    if t.startswith("json") or "json" in t or "dict" in t:
+    if t.startswith("json") or t in ("loads", "union_dict_and_str") or "dict" in t:
         return "json"
     return "str"
 

@@ -102,6 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def system_fingerprint(version: str, args, model: dict) -> str:
+    """``vllm-<version>-<8 hex>`` as vLLM 0.32 prints it: the version and a hash of the configuration."""
+    import hashlib
+    flags = {k: v for k, v in sorted(vars(args).items()) if k not in ("api_key", "host", "port")}
+    digest = hashlib.sha256(json.dumps([model.get("id"), flags], sort_keys=True, default=str).encode()).hexdigest()
+    return f"vllm-{version}-{digest[:8]}"
+
+
 class App:
     """Everything the HTTP handlers need; built after validation."""
 
@@ -115,15 +123,23 @@ class App:
         self.reasoning_parser = args.reasoning_parser if args.reasoning_parser not in (None, "", "none") else None
         self.model_thinks = bool(model.get("reasoning_parser"))
         self.api_key = args.api_key or os.environ.get("VLLM_API_KEY") or None
-        self.metrics = Metrics(self.served_names[0], max_model_len, spec_k)
+        weights = float(model.get("download_size_gb", 0)) * 1e9
+        budget = args.gpu_memory_utilization * float(hw["unified_memory_gb"]) * 1e9 - weights
+        self.kv_capacity_tokens = max(budget, 1e9) / max(pacing.kv_bytes_per_token, 1.0)
+        prefix = args.enable_prefix_caching if args.enable_prefix_caching is not None else True
+        block = 16
+        cache_info = {"block_size": block, "cache_dtype": args.kv_cache_dtype, "enable_prefix_caching": prefix,
+                      "gpu_memory_utilization": args.gpu_memory_utilization,
+                      "kv_cache_size_tokens": int(self.kv_capacity_tokens),
+                      "num_gpu_blocks": int(self.kv_capacity_tokens // block), "num_cpu_blocks": None,
+                      "prefix_caching_hash_algo": "sha256", "sliding_window": None}
+        self.metrics = Metrics(self.served_names[0], max_model_len, spec_k, cache_info=cache_info)
         self.faults = Faults(knobs)
         root = profiles.profiles_dir(knobs.profiles_dir)
         self.answers = answers.AnswerBook(root / "quality.json", knobs)
         self._seeds = itertools.count(knobs.seed * 1_000_003 + 17)
         self._seed_lock = threading.Lock()
-        weights = float(model.get("download_size_gb", 0)) * 1e9
-        budget = args.gpu_memory_utilization * float(hw["unified_memory_gb"]) * 1e9 - weights
-        self.kv_capacity_tokens = max(budget, 1e9) / max(pacing.kv_bytes_per_token, 1.0)
+        self.system_fingerprint = system_fingerprint(knobs.version, args, model)
         acc = (model.get("mtp") or {}).get("acceptance", []) if spec_k else []
         self.engine = Engine(pacing, self.metrics, self.faults, spec_k=spec_k, acceptance=acc,
                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched,

@@ -153,7 +153,9 @@ class Engine(threading.Thread):
             if not decode and not chunks:   # a prompt bigger than the budget still makes progress
                 chunks = [(prefill[0], min(self.max_batched, prefill[0].prompt_tokens - prefill[0].prefill_done))]
             ctx = sum(r.prompt_tokens + r.produced for r in decode) + sum(r.prefill_done + t for r, t in chunks)
-            dur = self.pacing.step(len(decode), k, ctx, sum(t for _, t in chunks), len(chunks))
+            shape = (len(decode), k, ctx, sum(t for _, t in chunks), len(chunks))
+            dur = self.pacing.step(*shape)
+            self.metrics.add_traffic(*self.pacing.step_traffic(*shape))
             if self.jitter > 0:
                 dur *= max(0.5, self.jrng.gauss(1.0, self.jitter))
             now = time.time()
@@ -180,7 +182,7 @@ class Engine(threading.Thread):
             r.prefill_done += take
             step_tokens += take
             if r.prefill_done >= r.prompt_tokens and not r.aborted:
-                m.inc("vllm:prompt_tokens", r.prompt_tokens)
+                m.prompt_computed(r.prompt_tokens)
                 self.total_prompt += r.prompt_tokens
                 m.observe("vllm:time_to_first_token_seconds", t - r.arrival)
                 r.first_token = t
@@ -224,4 +226,7 @@ class Engine(threading.Thread):
             m.observe("vllm:request_generation_tokens", r.produced)
             m.observe("vllm:request_max_num_generation_tokens", r.max_tokens)
             m.observe("vllm:request_params_max_tokens", r.max_tokens)
+            m.observe("vllm:request_params_n", 1)
+            m.observe("vllm:request_num_preemptions", 0)
+            m.observe("vllm:request_prefill_kv_computed_tokens", r.prompt_tokens)
         r.out.put(("finish", t, reason))

@@ -16,7 +16,11 @@ ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 REQ_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                240.0, 480.0, 960.0, 1920.0, 7680.0]
 ITER_BUCKETS = [float(2 ** i) for i in range(0, 15)]
+PREEMPTION_BUCKETS = [1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0]
+N_BUCKETS = [1.0, 2.0, 5.0, 10.0, 20.0]
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+CACHED_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")
 
 
 def _fmt(v: float) -> str:
@@ -78,6 +82,11 @@ class Metrics:
         "vllm:request_generation_tokens": "Number of generation tokens processed.",
         "vllm:request_max_num_generation_tokens": "Histogram of maximum number of requested generation tokens.",
         "vllm:request_params_max_tokens": "Histogram of the max_tokens request parameter.",
+        "vllm:request_prefill_kv_computed_tokens": "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+    }
+    FIXED_HISTS = {
+        "vllm:request_num_preemptions": ("Histogram of the number of times a request was preempted.", PREEMPTION_BUCKETS),
+        "vllm:request_params_n": ("Histogram of the n request parameter.", N_BUCKETS),
     }
     COUNTERS = {
         "vllm:prompt_tokens": "Number of prefill tokens processed.",
@@ -85,9 +94,23 @@ class Metrics:
         "vllm:num_preemptions": "Cumulative number of preemption from the engine.",
         "vllm:prefix_cache_queries": "Prefix cache queries, in terms of number of queried tokens.",
         "vllm:prefix_cache_hits": "Prefix cache hits, in terms of number of cached tokens.",
+        "vllm:external_prefix_cache_queries": "External prefix cache queries from KV connector cross-instance cache "
+                                              "sharing, in terms of number of queried tokens.",
+        "vllm:external_prefix_cache_hits": "External prefix cache hits from KV connector cross-instance cache sharing, "
+                                           "in terms of number of cached tokens.",
+        "vllm:mm_cache_queries": "Multi-modal cache queries, in terms of number of queried items.",
+        "vllm:mm_cache_hits": "Multi-modal cache hits, in terms of number of cached items.",
+        "vllm:prompt_tokens_cached": "Number of cached prompt tokens (local + external).",
+        # The roofline's own traffic and work (pacing.PacingModel.step_traffic), summed over steps.
+        "vllm:estimated_flops_per_gpu": "Estimated number of floating point operations per GPU (for Model Flops "
+                                        "Utilization calculations).",
+        "vllm:estimated_read_bytes_per_gpu": "Estimated number of bytes read from memory per GPU (for Model Flops "
+                                             "Utilization calculations).",
+        "vllm:estimated_write_bytes_per_gpu": "Estimated number of bytes written to memory per GPU (for Model Flops "
+                                              "Utilization calculations).",
     }
 
-    def __init__(self, model_name: str, max_model_len: int, spec_k: int = 0) -> None:
+    def __init__(self, model_name: str, max_model_len: int, spec_k: int = 0, cache_info: dict | None = None) -> None:
         self.lock = threading.Lock()
         self.base = {"model_name": model_name, "engine": "0"}
         self.created = time.time()
@@ -96,6 +119,10 @@ class Metrics:
         self.hists = {n: _Hist(b) for n, (_h, b) in self.HISTS.items()}
         tb = token_buckets(max_model_len)
         self.hists.update({n: _Hist(tb) for n in self.TOKEN_HISTS})
+        self.hists.update({n: _Hist(b) for n, (_h, b) in self.FIXED_HISTS.items()})
+        self.prompt_by_source = {s: 0.0 for s in PROMPT_SOURCES}
+        self.cached_by_source = {s: 0.0 for s in CACHED_SOURCES}
+        self.cache_info = {k: str(v) for k, v in (cache_info or {}).items()}
         self.gauges = {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0,
                        "vllm:kv_cache_usage_perc": 0.0}
         self.spec_k = spec_k
@@ -109,6 +136,20 @@ class Metrics:
     def observe(self, name: str, v: float) -> None:
         with self.lock:
             self.hists[name].observe(v)
+
+    def prompt_computed(self, tokens: int) -> None:
+        """A finished prefill of ``tokens`` prompt tokens, all computed locally (no prefix-cache hits)."""
+        with self.lock:
+            self.counters["vllm:prompt_tokens"] += tokens
+            self.prompt_by_source["local_compute"] += tokens
+            self.counters["vllm:prefix_cache_queries"] += tokens
+
+    def add_traffic(self, read: float, write: float, flops: float) -> None:
+        """One engine step's estimated traffic and work (the roofline's own figures)."""
+        with self.lock:
+            self.counters["vllm:estimated_read_bytes_per_gpu"] += read
+            self.counters["vllm:estimated_write_bytes_per_gpu"] += write
+            self.counters["vllm:estimated_flops_per_gpu"] += flops
 
     def finished(self, reason: str) -> None:
         with self.lock:
@@ -136,12 +177,38 @@ class Metrics:
                                 ("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
                                 ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")):
                 out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", f"{name}{_labels(b)} {_fmt(self.gauges[name])}"]
+            name = "vllm:num_requests_waiting_by_reason"
+            out += [f"# HELP {name} Number of waiting requests by reason. Reason labels: 'capacity' = waiting for "
+                    "scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, "
+                    "blocked status). Sum of all reasons equals vllm:num_requests_waiting.", f"# TYPE {name} gauge",
+                    f"{name}{_labels({**b, 'reason': 'capacity'})} {_fmt(self.gauges['vllm:num_requests_waiting'])}",
+                    f"{name}{_labels({**b, 'reason': 'deferred'})} 0.0"]
+            name = "vllm:engine_sleep_state"
+            out += [f"# HELP {name} Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is "
+                    "awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+                    f"# TYPE {name} gauge"]
+            out += [f"{name}{_labels({**b, 'sleep_state': st})} {_fmt(v)}"
+                    for st, v in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0))]
+            if self.cache_info:
+                name = "vllm:cache_config_info"
+                out += [f"# HELP {name} Information of the LLMEngine CacheConfig", f"# TYPE {name} gauge",
+                        f"{name}{_labels({**self.cache_info, 'engine': '0'})} 1.0"]
+            self._counter(out, "vllm:admission_rejections", "Number of admission attempts rejected by a queue limit, "
+                          "by reason.", [({"model_name": b["model_name"], "reason": r}, 0.0)
+                                         for r in ("max_num_queued_reqs", "max_num_queued_tokens")])
+            self._counter(out, "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
+                          [({**b, "source": k}, v) for k, v in self.prompt_by_source.items()])
+            self._counter(out, "vllm:prompt_tokens_cached_by_source", "Prefix-cache hit tokens by the cache tier that "
+                          "supplied them: device (local HBM), host (offloaded to DRAM), disk, p2p (transferred from "
+                          "another vLLM instance) or external_unspecified. Counted at admission; sums to "
+                          "vllm:prefix_cache_hits + vllm:external_prefix_cache_hits.",
+                          [({**b, "source": k}, v) for k, v in self.cached_by_source.items()])
             for name, help_ in self.COUNTERS.items():
                 self._counter(out, name, help_, [(b, self.counters[name])])
             self._counter(out, "vllm:request_success", "Count of successfully processed requests.",
                           [({**b, "finished_reason": r}, v) for r, v in self.success.items()])
             for name, h in self.hists.items():
-                help_ = self.HISTS[name][0] if name in self.HISTS else self.TOKEN_HISTS[name]
+                help_ = (self.HISTS.get(name) or self.FIXED_HISTS.get(name) or (self.TOKEN_HISTS.get(name),))[0]
                 out += [f"# HELP {name} {help_}", f"# TYPE {name} histogram"]
                 for le, c in zip(h.buckets, h.counts):
                     out.append(f"{name}_bucket{_labels({**b, 'le': _fmt(le)})} {_fmt(c)}")

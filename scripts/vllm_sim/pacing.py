@@ -159,6 +159,29 @@ class PacingModel:
             t += prefill_tokens * 2.0 * float(self.model["active_params_b"]) * 1e9 / self.prefill_flops
         return t
 
+    def step_traffic(self, n_decode: int, k: int = 0, context_tokens: float = 0.0,
+                     prefill_tokens: int = 0, n_prefill: int = 0) -> tuple[float, float, float]:
+        """(bytes read, bytes written, FLOPs) of one step, as the roofline counts them.
+
+        Read: the bytes of :meth:`raw_step` (weights, touched experts, recurrent state, KV cache
+        context) plus the MTP draft passes; written: the new tokens' KV entries and the recurrent
+        state; FLOPs: 2 x active parameters per token processed (decode, drafts, prefill).
+        """
+        n_all = n_decode + n_prefill
+        if n_all == 0:
+            return 0.0, 0.0, 0.0
+        rho = float(self.eng.get("verify_token_expert_independence", 0.3))
+        eff_tokens = n_decode * (1.0 + k * rho) + prefill_tokens
+        half_state = self.state_bytes / 2.0
+        read = (self.dense_bytes + self.expert_bytes_slot * self.experts_touched(eff_tokens)
+                + n_all * half_state + context_tokens * self.kv_bytes_per_token)
+        if k > 0 and n_decode > 0:
+            read += k * self.draft_bytes
+        new_tokens = n_decode * (1 + k) + prefill_tokens
+        write = n_all * half_state + new_tokens * self.kv_bytes_per_token
+        flops = 2.0 * float(self.model["active_params_b"]) * 1e9 * new_tokens
+        return read, write, flops
+
     def step(self, *args, **kw) -> float:
         """Scaled step time: ``raw_step(...) x time_scale`` (seconds)."""
         return self.raw_step(*args, **kw) * self.time_scale

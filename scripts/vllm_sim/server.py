@@ -33,9 +33,17 @@ class ApiError(Exception):
     TYPES = {400: "BadRequestError", 404: "NotFoundError", 422: "UnprocessableEntityError",
              500: "InternalServerError", 501: "NotImplementedError", 503: "ServiceUnavailableError"}
 
+    _NO_VALUE = object()
+
     def __init__(self, code: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.param = code, message, param
+
+    @classmethod
+    def validation(cls, message: str, param: str, value=_NO_VALUE) -> "ApiError":
+        """A 400 from request validation: vLLM appends ``(parameter=P, value=V)`` to the message."""
+        tail = f"parameter={param}" + ("" if value is cls._NO_VALUE else f", value={value}")
+        return cls(400, f"{message} ({tail})", param)
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.TYPES.get(self.code, "BadRequestError"),
@@ -80,7 +88,7 @@ class Handler(BaseHTTPRequestHandler):
         self.app.access(self, code)
 
     def _json(self, code: int, obj) -> None:
-        self._send(code, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
+        self._send(code, json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     def _auth_ok(self) -> bool:
         key = self.app.api_key
@@ -159,7 +167,7 @@ class Handler(BaseHTTPRequestHandler):
         stream = bool(body.get("stream", False))
         sopts = body.get("stream_options")
         if sopts is not None and not stream:
-            raise ApiError(400, "Stream options can only be defined when `stream=True`.", "stream_options")
+            raise ApiError.validation("Stream options can only be defined when `stream=True`.", "stream_options")
         sopts = sopts or {}
         include_usage = bool(sopts.get("include_usage"))
         return stream, include_usage, include_usage and bool(sopts.get("continuous_usage_stats"))
@@ -168,9 +176,10 @@ class Handler(BaseHTTPRequestHandler):
         """vLLM's context-length error for a prompt longer than max_model_len; returns max_model_len."""
         mml = self.app.max_model_len
         if prompt_tokens > mml:
-            raise ApiError(400, f"This model's maximum context length is {mml} tokens. However, your prompt contains "
-                                f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. "
-                                "Please reduce the length of the input prompt.")
+            raise ApiError.validation(
+                f"This model's maximum context length is {mml} tokens. However, your prompt contains at least "
+                f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. "
+                "Please reduce the length of the input prompt.", "input_tokens", prompt_tokens)
         return mml
 
     @staticmethod
@@ -195,17 +204,16 @@ class Handler(BaseHTTPRequestHandler):
         stream, include_usage, continuous = self._stream_flags(body)
         text, images, prompt_tokens = app.read_messages(msgs)
         mml = self._check_prompt_length(prompt_tokens)
-        mt = body.get("max_completion_tokens")
-        if mt is None:
-            mt = body.get("max_tokens")
+        field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+        mt = body.get(field)
         if mt is not None:
             if not isinstance(mt, int) or isinstance(mt, bool):
                 raise ApiError(400, f"max_tokens must be an integer, got {mt!r}.", "max_tokens")
-            if mt < 1:
-                raise ApiError(400, f"max_tokens must be at least 1, got {mt}.", "max_tokens")
+            if mt < 1:   # vLLM's SamplingParams check names max_tokens whichever field was sent
+                raise ApiError.validation(f"max_tokens must be at least 1, got {mt}.", "max_tokens", mt)
             if mt > mml:
-                raise ApiError(400, f"max_completion_tokens={mt} cannot be greater than max_model_len={mml}. "
-                                    "Please request fewer output tokens.", "max_completion_tokens")
+                raise ApiError.validation(f"{field}={mt} cannot be greater than max_model_len={mml}. "
+                                          "Please request fewer output tokens.", field, mt)
             mt = min(mt, mml - prompt_tokens)
         else:
             mt = mml - prompt_tokens
@@ -241,10 +249,10 @@ class Handler(BaseHTTPRequestHandler):
         mt = body.get("max_tokens", 16)
         mt = 16 if mt is None else mt
         if not isinstance(mt, int) or isinstance(mt, bool) or mt < 1:
-            raise ApiError(400, f"max_tokens must be at least 1, got {mt}.", "max_tokens")
+            raise ApiError.validation(f"max_tokens must be at least 1, got {mt}.", "max_tokens", mt)
         if mt > mml:
-            raise ApiError(400, f"max_tokens={mt} cannot be greater than max_model_len={mml}. "
-                                "Please request fewer output tokens.", "max_tokens")
+            raise ApiError.validation(f"max_tokens={mt} cannot be greater than max_model_len={mml}. "
+                                      "Please request fewer output tokens.", "max_tokens", mt)
         mt = min(mt, mml - prompt_tokens)
         min_tokens = self._min_tokens(body, mt)
         self._maybe_fault_500()
@@ -319,12 +327,23 @@ class Handler(BaseHTTPRequestHandler):
             d["content"] = reasoning + content
         return d
 
-    def _usage(self, req: Request) -> dict:
+    def _usage(self, req: Request, details: bool = False) -> dict:
+        """Usage as vLLM 0.32 sends it: the final stream chunk has three counts; continuous-usage
+        chunks add ``completion_tokens_details`` and the non-streaming body ``prompt_tokens_details``
+        too (null, or the reasoning count with a reasoning parser)."""
         u = {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.produced,
              "completion_tokens": req.produced}
         if self.app.reasoning_parser:
             u["completion_tokens_details"] = {"reasoning_tokens": req.reasoning_tokens}
+        elif details:
+            u["completion_tokens_details"] = None
         return u
+
+    def _running_usage(self, req: Request, produced: int, reasoning: int) -> dict:
+        """The ``usage`` of a continuous-usage-stats chunk (counts so far)."""
+        return {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + produced,
+                "completion_tokens": produced,
+                "completion_tokens_details": {"reasoning_tokens": reasoning} if self.app.reasoning_parser else None}
 
     def _open_sse(self):
         """Send the 200 and SSE headers (chunked, as vLLM's server does); returns ``frame(obj)``,
@@ -336,7 +355,7 @@ class Handler(BaseHTTPRequestHandler):
         self.app.access(self, 200)
 
         def frame(obj) -> None:
-            data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj, ensure_ascii=False).encode()) + b"\n\n"
+            data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()) + b"\n\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
@@ -347,8 +366,9 @@ class Handler(BaseHTTPRequestHandler):
         base = {"id": req.rid, "object": "chat.completion.chunk", "created": created, "model": model}
         frame = self._open_sse()
         state: dict = {}
+        fingerprint = self.app.system_fingerprint
 
-        streamed = 0
+        streamed = reasoning = 0
         try:
             first = True
             while True:
@@ -359,13 +379,14 @@ class Handler(BaseHTTPRequestHandler):
                 if ev[0] == "tokens":
                     if first:
                         role = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                                     "logprobs": None, "finish_reason": None}], "prompt_token_ids": None}
+                                                     "logprobs": None, "finish_reason": None}]}
                         if continuous:
-                            role["usage"] = {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens,
-                                             "completion_tokens": 0}
+                            role["usage"] = self._running_usage(req, 0, 0)
+                        role["prompt_token_ids"] = None
                         frame(role)
                         first = False
                     streamed += len(ev[2])
+                    reasoning += sum(1 for ch, _ in ev[2] if ch == "reasoning")
                     choice = {"index": 0, "delta": self._delta(ev[2], state), "logprobs": None,
                               "finish_reason": None, "token_ids": None}
                     # The last token chunk carries the finish reason, as in vLLM.
@@ -375,20 +396,23 @@ class Handler(BaseHTTPRequestHandler):
                         choice["stop_reason"] = None
                     chunk = {**base, "choices": [choice]}
                     if continuous:
-                        chunk["usage"] = {"prompt_tokens": req.prompt_tokens,
-                                          "total_tokens": req.prompt_tokens + streamed,
-                                          "completion_tokens": streamed}
+                        chunk["usage"] = self._running_usage(req, streamed, reasoning)
+                    if choice["finish_reason"] is not None and not include_usage:
+                        chunk["system_fingerprint"] = fingerprint   # on the last chunk, as vLLM 0.32
                     frame(chunk)
                     if nxt is not None and nxt[0] == "finish":
                         break
                 elif ev[0] == "finish":
                     if first:  # aborted before any token
                         break
-                    frame({**base, "choices": [{"index": 0, "delta": {}, "logprobs": None,
-                                                "finish_reason": ev[2], "stop_reason": None}]})
+                    chunk = {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None,
+                                                  "finish_reason": ev[2], "stop_reason": None}]}
+                    if not include_usage:
+                        chunk["system_fingerprint"] = fingerprint
+                    frame(chunk)
                     break
             if include_usage:
-                frame({**base, "choices": [], "usage": self._usage(req)})
+                frame({**base, "choices": [], "usage": self._usage(req), "system_fingerprint": fingerprint})
             frame(b"[DONE]")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -406,13 +430,15 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 reason = ev[2]
                 break
-        msg = {"role": "assistant", "content": "".join(content) or None,
-               "reasoning": "".join(reasoning) or None if self.app.reasoning_parser else None,
-               "tool_calls": []}
+        msg = {"role": "assistant", "content": "".join(content) or None, "refusal": None, "annotations": None,
+               "audio": None, "function_call": None, "tool_calls": [],
+               "reasoning": "".join(reasoning) or None if self.app.reasoning_parser else None}
+        usage = {**self._usage(req, details=True), "prompt_tokens_details": None}
         body = {"id": req.rid, "object": "chat.completion", "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": reason,
-                             "stop_reason": None}],
-                "usage": self._usage(req), "prompt_logprobs": None, "kv_transfer_params": None}
+                             "stop_reason": None, "token_ids": None}],
+                "service_tier": None, "system_fingerprint": self.app.system_fingerprint,
+                "usage": usage, "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None}
         self._json(200, body)
 
 
