@@ -3,6 +3,7 @@
     - sparkbench_plan:                      # → fact bench_plan (every variant, complete)
     - sparkbench_plan:
         provisioned: "{{ spark_host_model_failures }}"   # → bench_plan with failed downloads in preflight
+    - sparkbench_plan: {results: false}     # no results directory check (playbooks/provision.yml)
 
 Reads the host's variables by the names in ``sparkbench.plan.VARIABLES``; bad input fails the task
 with the message naming the variable and the fix. Touches no host.
@@ -24,7 +25,7 @@ class ActionModule(ControllerAction):
         else:
             new = plan_mod.plan_host(variables, task_vars.get("inventory_hostname", ""),
                                      check_mode=bool(self._task.check_mode))
-            if not self._task.check_mode:
+            if not self._task.check_mode and args.get("results", True):
                 plan_mod.ensure_host_dir(new)
         # The fact is also what the runner's live view reads (sparkbench.runner.progress).
         return {"changed": False, "ansible_facts": {"bench_plan": new}}

@@ -214,6 +214,15 @@ def run(quick: bool = False) -> Section:
         word = "within" if met else f"misses by {fmt((value or 0) - goal, 2)} s"
         return f"{name} {fmt(value, 2)} s (goal ≤ {goal:g} s: {word})"
 
+    table = md_table(
+        ["variants", "wall time, median (runs)", "load (knob) total", "measurement total",
+         "overhead / variants (fixed part shared)"],
+        [[str(p["variants"]), f"{fmt(p['wall'])} s ({', '.join(fmt(w) for w in p['walls'])})",
+          f"{fmt(p['variants'] * LOAD_S)} s", f"{fmt(p['measure'])} s" if p["measure"] else "—",
+          f"{fmt(p['per_variant'])} s" if p["per_variant"] is not None else "—"] for p in points])
+    top_table = md_table(["task (profile_tasks, 2 variants)", "seconds"],
+                         [[n, fmt(s, 2)] for n, s in top]) if top else \
+        "_profile_tasks printed no task timings (callback not available)._"
     verdict = ("**Goals met**: " if goal_met else "**Goal missed**: ") + "; ".join([
         part("each added variant costs", marginal, GOAL_PER_VARIANT_S, marginal_met)
         + " of orchestration beyond its load and measurement",

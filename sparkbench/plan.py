@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import flags as flags_mod
 from . import preflight as preflight_mod
 from . import result as result_mod
 from . import settings as settings_mod
@@ -168,6 +169,11 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False)
         model_profile = model_profiles[variant["model"]]
         pf = (preflight_mod.vllm_preflight(variant, known, model_profile, hardware)
               if _bool(v["vllm_server_preflight_enabled"]) else {"verdict": "skipped", "failures": [], "checked": []})
+        if pf["verdict"] != "skipped":  # the flags against the argument schema of the image's vLLM version
+            wrong = flags_mod.flag_problems(variant.get("args"), pf.get("vllm_version"))
+            pf["checked"] = list(pf.get("checked") or []) + [flags_mod.ISSUE_ID]
+            if wrong:
+                pf = {**pf, "verdict": "fail", "failures": list(pf["failures"]) + wrong}
         entry = {
             "name": variant["name"], "variant": variant, "launch": launch, "config_hash": digest,
             "result_path": str(path), "action": action, "preflight": pf, "settings": settings,

@@ -128,7 +128,7 @@ class _Context:
     def render(self, text: Any) -> str:
         def sub(found: re.Match[str]) -> str:
             value = self.resolve(found.group(1))
-            return "" if value is _MISSING else str(value)
+            return "" if value is _MISSING or value is None else str(value)
         return _PLACEHOLDER_RE.sub(sub, str(text or ""))
 
 
@@ -259,21 +259,34 @@ def load_known_issues(path: str | None = None) -> dict[str, Any]:
     return data
 
 
-_ERROR_LINE_RE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|error:|ERROR\b|\w+: error:).*$", re.MULTILINE)
+_ERROR_LINE_RE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|error:|ERROR\b|[\w.\-]+: error:).*$",
+                            re.MULTILINE)
+#: Error lines that only point elsewhere (vLLM's wrappers around the root cause, real 0.32 logs:
+#: "RuntimeError: Engine core initialization failed. See root cause above. ..."): used only when
+#: the log has no other error line.
+_WRAPPER_LINE_RE = re.compile(r"See root cause above|See stack trace \(above\) for the root cause|"
+                              r"Engine core initialization failed")
 
 
 def error_line(text: Any) -> str | None:
-    """The last line of a log that reads like an error (``ValueError: …``, ``vllm: error: …``,
-    ``ERROR …``), stripped of a leading timestamp/level prefix; None when there is none."""
-    found = None
+    """The last line of a log that reads like an error (``ValueError: …``, ``api_server.py: error: …``,
+    ``ERROR …``) and is not a wrapper that points at the root cause above it (vLLM's "Engine core
+    initialization failed. See root cause above"); the last wrapper line when there is nothing
+    else; None when there is no error line."""
+    found = wrapper = None
     for m in _ERROR_LINE_RE.finditer(str(text or "")):
-        found = m.group(0).strip()
-    return found
+        line = m.group(0).strip()
+        if _WRAPPER_LINE_RE.search(line):
+            wrapper = line
+        else:
+            found = line
+    return found or wrapper
 
 
 def explain_launch(log_text: Any, start_error: Any = "", launch_message: Any = "",
                    issues: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Why a launch failed: ``{issue, reason, remedy, log_excerpt}``.
+    """Why a launch failed (or, after a failed measurement, why the server stopped serving):
+    ``{issue, reason, remedy, line, log_excerpt}`` (``line``: the log line that explains it).
 
     The first known issue whose signature matches Docker's start error, the failed task's message
     or the container log; else the server's own last error line from the log; else Docker's
@@ -284,11 +297,11 @@ def explain_launch(log_text: Any, start_error: Any = "", launch_message: Any = "
     match = vllm_log_match(everything, issues or load_known_issues())
     if match:
         return {"issue": match["id"], "reason": match["reason"], "remedy": match["remedy"],
-                "log_excerpt": everything[-4000:]}
+                "line": match["line"], "log_excerpt": everything[-4000:]}
     line = error_line(log_text)
     reason = line or str(start_error or "").strip() or str(launch_message or "").strip() \
         or "the server exited before /health answered"
-    return {"issue": None, "reason": reason,
+    return {"issue": None, "reason": reason, "line": line,
             "remedy": "read the log excerpt; add its error line as a signature to "
                       "roles/vllm_server/files/known_issues.yml",
             "log_excerpt": everything[-4000:]}

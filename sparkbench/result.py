@@ -180,8 +180,17 @@ def complete_document(context: Mapping[str, Any], measured: Mapping[str, Any],
 
 
 # --------------------------------------------------------------------------- failures per stage
-def measure_failure(rc: Any, stdout: Any, stderr: Any, msg: Any = "") -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The failure of a measure.py run (exit 1 or 2, or a crash) and its measured block if any."""
+def measure_failure(rc: Any, stdout: Any, stderr: Any, msg: Any = "",
+                    server: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The failure of a measure.py run (exit 1 or 2, or a crash) and its measured block if any.
+
+    ``server``: the diagnosis of the server's container log after the failed measurement (the
+    vllm_server role's ``collect``, ``sparkbench.preflight.explain_launch``: ``{issue, reason,
+    remedy, line, log_excerpt}``). When a known issue matched (e.g. the engine died after /health:
+    ``EngineDeadError``), its reason, remedy and id explain the failure, with measure.py's own
+    first error appended and the container log as the excerpt; else the server's last error line
+    (if any) is appended to measure.py's reason.
+    """
     measured = parse_measured(stdout)
     first = None
     if measured:
@@ -189,7 +198,18 @@ def measure_failure(rc: Any, stdout: Any, stderr: Any, msg: Any = "") -> tuple[d
                       if isinstance(e, Mapping) and e.get("message")), None)
     text = str(stderr or msg or "").strip()
     reason = first or (text.splitlines()[-1] if text else f"measure.py exited with status {rc}")
-    return failure("measure", reason, log_excerpt=stderr or msg), measured
+    srv = server or {}
+    if srv.get("issue"):
+        line = str(srv.get("line") or "").strip()
+        why = str(srv.get("reason") or "").strip()
+        if line and line not in why:
+            why += f"; server log: {line[:300]}"
+        return failure("measure", f"{why} (measure.py: {reason})", srv.get("remedy"),
+                       srv.get("log_excerpt") or stderr or msg, [srv["issue"]]), measured
+    if srv.get("line"):
+        reason += f"; server log: {str(srv['line']).strip()[:300]}"
+    excerpt = "\n".join(t for t in (str(stderr or msg or "").strip(), str(srv.get("log_excerpt") or "").strip()) if t)
+    return failure("measure", reason, log_excerpt=excerpt), measured
 
 
 def parse_measured(stdout: Any) -> dict[str, Any] | None:
@@ -251,7 +271,8 @@ def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, l
 
     host: ``reason``; preflight: the plan's verdict; launch: the vllm_server role's diagnosis
     (``{issue, reason, remedy, log_excerpt}``); measure: measure.py's registered result (or the
-    failed task's result).
+    failed task's result), with the same diagnosis of the container log (``launch_failure``, read
+    after the measurement failed) when there is one (:func:`measure_failure`).
     """
     if stage == "preflight":
         fails = entry["preflight"].get("failures") or []
@@ -265,7 +286,8 @@ def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, l
         run = measure or failed or {}
         if reason:  # the measurement ran but its document could not be used
             return failure("measure", reason, log_excerpt=run.get("stderr", "")), None
-        return measure_failure(run.get("rc"), run.get("stdout"), run.get("stderr"), run.get("msg"))
+        return measure_failure(run.get("rc"), run.get("stdout"), run.get("stderr"), run.get("msg"),
+                               server=launch_failure)
     return failure(stage, reason or (failed or {}).get("msg")), None
 
 

@@ -135,10 +135,12 @@ def test_errors_match_vllm(sim_factory):
     assert body["error"] == {"message": f"The model `nope/model` does not exist. Valid aliases: {MODEL}.",
                              "type": "NotFoundError", "param": "model", "code": 404}
     status, body = http(url, {"model": MODEL, "messages": msgs, "stream_options": {"include_usage": True}})
-    assert status == 400 and body["error"]["message"] == "Stream options can only be defined when `stream=True`."
+    assert status == 400 and body["error"]["message"] == (
+        "Stream options can only be defined when `stream=True`. (parameter=stream_options)")
     status, body = http(url, {"model": MODEL, "messages": msgs, "max_tokens": 9000})
     assert status == 400 and body["error"]["message"] == (
-        "max_completion_tokens=9000 cannot be greater than max_model_len=8192. Please request fewer output tokens.")
+        "max_tokens=9000 cannot be greater than max_model_len=8192. Please request fewer output tokens. "
+        "(parameter=max_tokens, value=9000)")
     assert body["error"]["type"] == "BadRequestError"
     image_msg = lambda url_: [{"role": "user", "content": [{"type": "text", "text": "x"},
                                                             {"type": "image_url", "image_url": {"url": url_}}]}]

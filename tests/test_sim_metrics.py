@@ -17,7 +17,7 @@ PROFILE_RATES = [0.865, 0.68, 0.55]
 def scrape(sim) -> dict[str, list]:
     """{family name: [samples]} exactly as prometheus_client parses the body."""
     with urllib.request.urlopen(sim.base_url + "/metrics") as r:
-        assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+        assert r.headers["content-type"].startswith("text/plain; version=1.0.0")
         text = r.read().decode()
     return {f.name: (f.type, f.samples) for f in text_string_to_metric_families(text)}
 

@@ -367,6 +367,30 @@ def serve(argv: list[str]) -> int:
     return 0
 
 
+def args_schema() -> dict:
+    """The ``vllm serve`` flags this simulator accepts, as data in the format of
+    ``sparkbench/data/vllm_args/*.json`` (``python3 scripts/vllm_sim args-schema``): a partial
+    schema of the emulated version (the simulator knows the flags the seed and the tests use)."""
+    options = []
+    for a in build_parser()._actions:
+        if not a.option_strings or a.dest == "help":
+            continue
+        boolean = isinstance(a, (argparse.BooleanOptionalAction, argparse._StoreTrueAction))
+        tname = getattr(a.type, "__name__", None) if a.type else None
+        kind = ("bool" if boolean else "choice" if a.choices else "json" if tname == "loads"
+                else "int" if tname in ("int", "human_int", "human_int_or_auto") else "float" if tname == "float" else "str")
+        options.append({"flags": list(a.option_strings), "name": a.option_strings[0], "dest": a.dest, "kind": kind,
+                        "boolean": boolean, "action": type(a).__name__,
+                        "choices": sorted(a.choices) if a.choices else None})
+    return {"vllm_version": Knobs.from_env().version, "partial": True,
+            "source": {"extracted_from": "the sparkbench simulator's `vllm serve` parser (scripts/vllm_sim/cli.py "
+                                         "build_parser), written from vLLM's flags and validation of the emulated "
+                                         "version; partial: flags it does not know are checked against the nearest "
+                                         "full schema",
+                       "command": "python3 scripts/vllm_sim args-schema > sparkbench/data/vllm_args/0.25.0.json"},
+            "options": sorted(options, key=lambda o: o["name"])}
+
+
 def main(argv: list[str]) -> int:
     """Dispatch: ``serve``, ``--version``, and the image's stand-ins (``hf``, ``nvidia-smi``)."""
     if not argv or argv[0] in ("-h", "--help"):
@@ -387,5 +411,8 @@ def main(argv: list[str]) -> int:
     if cmd == "nvidia-smi":
         from . import nvsmi
         return nvsmi.main(rest)
+    if cmd == "args-schema":
+        print(json.dumps(args_schema(), indent=1, sort_keys=True))
+        return 0
     sys.stderr.write(f"vllm: error: argument subparser: invalid choice: '{cmd}' (choose from 'serve')\n")
     return 2

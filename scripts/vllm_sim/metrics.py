@@ -169,7 +169,7 @@ class Metrics:
                 self.per_pos[i] += 1
 
     def render(self) -> str:
-        """The /metrics body (text format 0.0.4)."""
+        """The /metrics body (Prometheus text format; served as version=1.0.0, as prometheus_client 0.26)."""
         out: list[str] = []
         b = self.base
         with self.lock:

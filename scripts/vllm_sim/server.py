@@ -13,7 +13,7 @@ from . import answers
 from .engine import Request
 from .vlog import log
 
-METRICS_CTYPE = "text/plain; version=0.0.4; charset=utf-8"
+METRICS_CTYPE = "text/plain; version=1.0.0; charset=utf-8"   # as prometheus_client 0.26 (vLLM 0.32) labels it
 
 
 

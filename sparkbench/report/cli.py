@@ -116,10 +116,12 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     all_tables += fleet_tables + rc_tables + extra_tabs + man_tables
     ctx = {"run_id": run.run_id, "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "simulated": data["simulated"] or bool(rc_data and rc_data["simulated"]),
+           "backends": data["backends"],
            "n_files": len(results) + len(run.errors), "n_hosts": len(data["hosts"]),
            "load_errors": [str(e) for e in run.errors], "summary": summary, "tables": all_tables}
     rows = [row for host_rows in data["hosts"].values() for row in host_rows]
     doc = {"run_id": run.run_id, "generated_at": ctx["generated_at"], "simulated": ctx["simulated"],
+           "backends": ctx["backends"],
            "load_errors": ctx["load_errors"], "summary": summary, "rows": rows,
            "quality": data["quality"], "image": data["image"], "telemetry": data["telemetry"],
            "failures": data["failures"], "hosts_without_results": missing, "head_to_head": h2h_data, "fleet": fleet_data,

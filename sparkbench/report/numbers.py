@@ -20,7 +20,10 @@ Formulas (units in the names):
   tokens / 2); 0 and "weights only" when the model profile has no KV geometry); roofline tok/s =
   bandwidth (GB/s × 1e9) / bytes per token. Bare runs report measured / roofline × 100 (%); MTP
   runs report tokens per step instead, since several tokens per weight pass can exceed the
-  one-token roofline.
+  one-token roofline. No roofline (``skipped`` says why) when the hardware profile is a CPU host
+  (``"roofline": false`` or ``"device": "cpu"``, e.g. ``x86-cpu``) or when the figures were
+  measured on a CPU (``manifest.backend`` ``vllm-cpu``, or a ``manifest.gpu`` of ``none …``) but
+  the profile describes a GPU: a Spark's bandwidth bound says nothing about them.
 - matrix order (report order, and the reference build = the first build listed): by
   ``variant.index`` (the matrix position the variant expansion records), else by ``started_at``
   (a host measures its variants in matrix order), then by name.
@@ -254,6 +257,36 @@ def kv_bytes_per_context_token(model_profile: dict, kv_dtype: str | None) -> flo
     return 2.0 * layers * heads * head_dim * bits / 8.0
 
 
+def backend_of(result: dict) -> str | None:
+    """What served the figures: ``manifest.backend`` (``simulator``, ``vllm``, ``vllm-cpu``), else
+    ``simulator`` for simulated results; None when the result does not say."""
+    backend = dig(result, "manifest", "backend")
+    if backend:
+        return str(backend)
+    return "simulator" if is_simulated(result) else None
+
+
+def measured_on_cpu(result: dict) -> bool:
+    """True when the figures come from a CPU (backend ``vllm-cpu``, or the manifest's GPU is ``none …``)."""
+    gpu = str(dig(result, "manifest", "gpu") or "")
+    return backend_of(result) == "vllm-cpu" or gpu.lower().startswith("none")
+
+
+def roofline_skip_reason(result: dict) -> str | None:
+    """Why this result gets no roofline (None when it gets one, see :func:`roofline`)."""
+    hw = dig(result, "profile", "hardware") or {}
+    name = hw.get("name") or "?"
+    if hw.get("roofline") is False or str(hw.get("device") or "").lower() == "cpu":
+        return (f"no Spark roofline: the figures come from a CPU (hardware profile {name}, "
+                f"backend {backend_of(result) or '?'}), not from a DGX Spark; a CPU's decode speed is not "
+                "bounded by the Spark's memory bandwidth")
+    if measured_on_cpu(result):
+        return (f"no Spark roofline: the figures were measured on a CPU "
+                f"({dig(result, 'manifest', 'gpu') or backend_of(result)}), not on the {name} the hardware "
+                "profile describes")
+    return None
+
+
 def roofline(result: dict) -> dict:
     """Roofline of one result (the one formula of the reports).
 
@@ -264,11 +297,15 @@ def roofline(result: dict) -> dict:
     single-stream runs (prompt tokens + output tokens / 2), bytes_per_token = weight_bytes +
     kv_bytes, tok_s = bandwidth_gbs × 1e9 / bytes_per_token. ``basis`` says "weights + KV" or
     "weights only" (no KV geometry in the profile); all None when the profile lacks bandwidth,
-    active params or bits."""
+    active params or bits. ``skipped``: why there is no roofline for a CPU result
+    (:func:`roofline_skip_reason`), else None."""
     hw = dig(result, "profile", "hardware") or {}
     mp = dig(result, "profile", "model") or {}
+    skipped = roofline_skip_reason(result)
     out: dict[str, Any] = {"bandwidth_gbs": None, "weight_bytes": None, "kv_bytes": None,
-                           "bytes_per_token": None, "tok_s": None, "basis": None}
+                           "bytes_per_token": None, "tok_s": None, "basis": None, "skipped": skipped}
+    if skipped:
+        return out
     bandwidth = num(hw.get("bandwidth_gbs"))
     if bandwidth is None:  # the name profiles/hardware/*.json use
         bandwidth = num(hw.get("memory_bandwidth_gbps"))
@@ -314,7 +351,7 @@ def variant_row(result: dict, results: list[dict]) -> dict:
     row: dict[str, Any] = {
         "host": host_of(result), "variant": variant_name(result), "build": build_of(result),
         "model": model_of(result), "config": config_of(result), "status": result.get("status"),
-        "simulated": is_simulated(result),
+        "simulated": is_simulated(result), "backend": backend_of(result),
         "single_tok_s": med, "single_min": lo, "single_max": hi,
         "speedup_vs_bare": (med / bare) if (med is not None and bare) else None,
     }
@@ -326,6 +363,7 @@ def variant_row(result: dict, results: list[dict]) -> dict:
         "ttft_p50_s": num(dig(result, "single", "ttft_s_median")) if is_measured(result) else None,
         "roofline_tok_s": roof["tok_s"],
         "roofline_basis": roof["basis"],
+        "roofline_skipped": roof["skipped"],
         "pct_of_roofline": (med / roof["tok_s"] * 100.0) if (med is not None and roof["tok_s"]
                                                               and not spec) else None,
         "tokens_per_step": mal if spec else None,
@@ -406,11 +444,13 @@ def failure_rows(results: list[dict]) -> list[dict]:
 
 def report_tables(results: list[dict]) -> dict:
     """All per-host numbers: ``{"hosts": {host: [variant_row...]}, "quality", "image",
-    "telemetry", "failures", "simulated"}`` (``simulated`` true when any figure is simulated)."""
+    "telemetry", "failures", "simulated", "backends"}`` (``simulated`` true when any figure is
+    simulated; ``backends`` the sorted set of what served the figures, e.g. ``["vllm-cpu"]``)."""
     ordered = sort_results(r for r in results if isinstance(r, dict))
     hosts: dict[str, list[dict]] = {}
     for r in ordered:
         hosts.setdefault(host_of(r), []).append(variant_row(r, ordered))
     return {"hosts": hosts, "quality": quality_rows(ordered), "image": image_rows(ordered),
             "telemetry": telemetry_rows(ordered), "failures": failure_rows(ordered),
-            "simulated": any(is_simulated(r) for r in ordered)}
+            "simulated": any(is_simulated(r) for r in ordered),
+            "backends": sorted({b for b in (backend_of(r) for r in ordered) if b})}

