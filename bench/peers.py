@@ -116,12 +116,21 @@ def _first_error(log: Path | None, r: subprocess.CompletedProcess) -> str:
     return msg.replace(str(WORK), "bench/.work")[:240]
 
 
-def run_aiperf(url: str, model: str, streams: int, tokens: int, count: int, tag: str) -> dict[str, Any]:
-    """One AIPerf run; its decode (median per-user tok/s) and throughput figures."""
+def run_aiperf(url: str, model: str, streams: int, tokens: int, count: int, tag: str, *,
+               tokenizer: Path = TOKENIZER, prompts: Path = PROMPTS,
+               server_counts: bool = True) -> dict[str, Any]:
+    """One AIPerf run; its decode (median per-user tok/s) and throughput figures.
+
+    ``tokenizer`` / ``prompts`` point it at another model's tokenizer folder and prompt file
+    (table 6: the real vLLM model's own tokenizer); ``server_counts=False`` drops
+    ``--use-server-token-count --per-chunk-usage``, so AIPerf counts output tokens with that
+    tokenizer. ``export`` in the answer is AIPerf's artifact folder (per-request records).
+    """
     out = WORK / f"aiperf_{tag}"
+    counts = ["--use-server-token-count", "--per-chunk-usage"] if server_counts else []
     cmd = [str(VENV["AIPerf"] / "bin" / "aiperf"), "profile", "--model", model, "--url", url,
-           "--endpoint-type", "chat", "--streaming", "--tokenizer", str(TOKENIZER),
-           "--use-server-token-count", "--per-chunk-usage", "--input-file", str(PROMPTS),
+           "--endpoint-type", "chat", "--streaming", "--tokenizer", str(tokenizer),
+           *counts, "--input-file", str(prompts),
            "--custom-dataset-type", "single_turn", "--concurrency", str(streams),
            "--request-count", str(count), "--osl", str(tokens),
            "--extra-inputs", "ignore_eos:true", "--extra-inputs", f"min_tokens:{tokens}",
@@ -133,11 +142,15 @@ def run_aiperf(url: str, model: str, streams: int, tokens: int, count: int, tag:
     d = json.loads(f.read_text())
     per_user = d.get("output_token_throughput_per_user") or {}
     return {"decode": per_user.get("p50"),
-            "combined": (d.get("output_token_throughput") or {}).get("avg")}
+            "combined": (d.get("output_token_throughput") or {}).get("avg"), "export": str(out)}
 
 
-def run_guidellm(url: str, model: str, streams: int, tokens: int, count: int, tag: str) -> dict[str, Any]:
-    """One GuideLLM run (scenario file); its decode (1000 / median ITL ms) and throughput."""
+def run_guidellm(url: str, model: str, streams: int, tokens: int, count: int, tag: str, *,
+                 prompts: Path = PROMPTS) -> dict[str, Any]:
+    """One GuideLLM run (scenario file); its decode (1000 / median ITL ms) and throughput.
+
+    ``prompts`` points it at another prompt file; ``export`` in the answer is its JSON output.
+    """
     out = WORK / f"guidellm_{tag}.json"
     out.unlink(missing_ok=True)
     profile = {"kind": "synchronous"} if streams == 1 else {"kind": "concurrent", "streams": streams}
@@ -147,7 +160,7 @@ def run_guidellm(url: str, model: str, streams: int, tokens: int, count: int, ta
                     "extras": {"body": {"ignore_eos": True, "min_tokens": tokens,
                                         "max_tokens": tokens}}},
         "profile": profile, "constraints": [{"kind": "max_requests", "count": count}],
-        "data": [{"kind": "json_file", "path": str(PROMPTS)}],
+        "data": [{"kind": "json_file", "path": str(prompts)}],
         "outputs": [{"kind": "json", "path": str(out)}]}}
     sf = WORK / f"guidellm_{tag}.scenario.json"
     sf.write_text(json.dumps(scen))
@@ -160,7 +173,7 @@ def run_guidellm(url: str, model: str, streams: int, tokens: int, count: int, ta
             if q.get("inter_token_latency_ms")]
     itl = median(itls)
     return {"decode": 1000.0 / itl if itls and itl > 0 else None,
-            "combined": b["metrics"]["output_tokens_per_second"]["successful"]["mean"]}
+            "combined": b["metrics"]["output_tokens_per_second"]["successful"]["mean"], "export": str(out)}
 
 
 def run_case(name: str, sim: Any, streams: int, tokens: int, count: int,

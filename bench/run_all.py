@@ -34,6 +34,7 @@ BENCHMARKS: list[tuple[str, str, int]] = [
     ("capacity", "client_capacity", 2),
     ("orchestration", "orchestration", 3),
     ("fleet", "fleet_scaling", 4),
+    ("real_fidelity", "real_fidelity", 6),
 ]
 EXTRA = [("gpu_real", 5)]  # written by bench/gpu_bench.py, included when present
 
@@ -51,6 +52,7 @@ their spread, and goals are judged on medians.
 | 3 | [Orchestration overhead](#3-orchestration-overhead) — `bench.yml` wall time beyond load + measurement | ≤ 5 s per variant |
 | 4 | [Fleet scaling](#4-fleet-scaling) — wall time at 1, 2, 4, 8 simulated hosts | ≤ 1.25× at 8 hosts |
 | 5 | [Real GPU](#5-real-gpu) — measure.py against a real inference server, vs the roofline (outside `make bench`) | — |
+| 6 | [Real vLLM fidelity](#6-real-vllm-fidelity) — measure.py's mean TPOT against real vLLM's own TPOT histogram, beside AIPerf and GuideLLM on the same server | ≤ 1 % each repetition |
 
 """
 
@@ -73,7 +75,7 @@ def failed_section(name: str, number: int, title: str, err: str) -> str:
 
 TITLES = {"fidelity": "Fidelity", "capacity": "Client capacity",
           "orchestration": "Orchestration overhead", "fleet": "Fleet scaling",
-          "gpu_real": "Real GPU"}
+          "gpu_real": "Real GPU", "real_fidelity": "Real vLLM fidelity"}
 
 
 def assemble(out: Path, results: Path = RESULTS) -> str:

@@ -7,21 +7,26 @@ simulated vLLM version bridge.
    2/4/8 parallel, quality, image). The play's bench_report role renders report.md, report.html,
    results.csv, results.json and charts/; the demo prints the main table from results.json (the one
    the play prints, labelled simulated), the report's summary and what each chart shows.
-2. The version bridge, as the seed did between vLLM v0.24 and v0.25: a reference variant
+2. The same pipeline on real vLLM: ``ansible-playbook bench.yml -l cpu-real01`` (vLLM 0.32.0's
+   CPU build in ``sparkbench/vllm-cpu``, the tiny model baked into it; 2 variants, bf16 and fp32,
+   each a real container that needs 60-90 s to become ready). Its table (from its results.json,
+   labelled as real vLLM on a CPU: measured, not simulated, no Spark roofline) is printed the same way.
+3. The version bridge, as the seed did between vLLM v0.24 and v0.25: a reference variant
    (``nvidia-bare``, 128 tokens × 3 runs) on one simulated host (spark-sim01), first on
    ``sparkbench/vllm-sim:v0.24.0`` (the simulator emulating vLLM 0.24.0), then on ``:v0.25.0``.
-3. ``ansible-playbook playbooks/report.yml -e run=<v0.25 run> -e baseline=<v0.24 run>``: the
+4. ``ansible-playbook playbooks/report.yml -e run=<v0.25 run> -e baseline=<v0.24 run>``: the
    run-to-run section and the bridge verdict (comparable when |Δ| ≤ 2.5 %).
 
 Progress: one line per variant stage; the full Ansible output of each step goes to
 ``results/<run-id>/ansible.log``.
 
     python3 scripts/demo.py                      # what make demo runs
-    python3 scripts/demo.py --skip-fleet         # only the version bridge (about 3 minutes)
+    python3 scripts/demo.py --skip-fleet         # real vLLM and the version bridge
+    python3 scripts/demo.py --skip-fleet --no-bridge   # only real vLLM on the CPU (about 4 minutes)
     python3 scripts/demo.py -- -e bench_backend_comparison=true   # extra args for step 1
 
 Exit status: 0 when every step succeeded, else the first failing ansible-playbook's exit status
-(2 when a simulator image is missing).
+(2 when a simulator image or the real-vLLM image is missing).
 """
 from __future__ import annotations
 
@@ -39,6 +44,10 @@ REPO = Path(__file__).resolve().parent.parent
 STAGE_RE = re.compile(r"^TASK \[Bench variant \| (launch|measure|record result|record failure) ([a-z0-9._-]+)\]")
 SIM_IMAGE = "sparkbench/vllm-sim:v0.25.0"
 BRIDGE_OLD_IMAGE = "sparkbench/vllm-sim:v0.24.0"
+REAL_IMAGE = "sparkbench/vllm-cpu:v0.32.0"
+REAL_HOST = "cpu-real01"
+# Two configurations of the real_cpu matrix (inventory/group_vars/real_cpu/main.yml).
+REAL_SETTINGS = {"bench_select": ["tiny-bf16", "tiny-fp32"]}
 BRIDGE_HOST = "spark-sim01"
 BRIDGE_VARIANT = "nvidia-bare"
 # Small bridge runs: the reference variant's single-stream speed is all the bridge compares.
@@ -101,7 +110,7 @@ def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
     """Step 1: the seed matrix on the fleet; prints the table, the summary and the charts."""
     run_dir = REPO / "results" / run_id
     log_path = run_dir / "ansible.log"
-    print(f"demo 1/3: the seed's matrix (2 builds × bare/mtp2/mtp3) on the simulated fleet ({limit}), run {run_id}")
+    print(f"demo 1/4: the seed's matrix (2 builds × bare/mtp2/mtp3) on the simulated fleet ({limit}), run {run_id}")
     print(f"          full Ansible output: {_rel(log_path)}", flush=True)
     rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", limit, "-e", f"bench_run_id={run_id}", *extra],
                       log_path, t0)
@@ -131,10 +140,40 @@ def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
     return rc
 
 
+def real_step(run_id: str, t0: float) -> int:
+    """Step 2: the same pipeline on real vLLM (CPU build) on cpu-real01; prints its table."""
+    rid = f"{run_id}-real-cpu"
+    run_dir = REPO / "results" / rid
+    log_path = run_dir / "ansible.log"
+    print(f"\ndemo 2/4: the same pipeline on REAL vLLM 0.32.0 (CPU build, {REAL_IMAGE}) on {REAL_HOST}: "
+          f"{', '.join(REAL_SETTINGS['bench_select'])}, run {rid}")
+    print(f"          each variant is a real container (60-90 s to become ready); full Ansible output: "
+          f"{_rel(log_path)}", flush=True)
+    extra = json.dumps({**REAL_SETTINGS, "bench_run_id": rid})
+    rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", REAL_HOST, "-e", extra], log_path, t0)
+    report = load_report(run_dir)
+    print()
+    if not report.get("rows"):
+        print(f"demo: no real-vLLM report (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
+        return rc or 1
+    print(report["terminal_table"])
+    for f in report.get("failures", []):
+        print(f"  {f['host']}/{f['variant']}: {f['status']} at {f['stage']}: {f['reason']} — fix: {f['remedy']}")
+    for row in report["rows"]:
+        if row.get("roofline_skipped"):
+            print(f"  roofline: {row['roofline_skipped']}")
+            break
+    man = report.get("manifest") or {}
+    print(f"  manifest: backend {man.get('backend', '?')}, vLLM {man.get('vllm_version', '?')}, "
+          f"gpu {man.get('gpu', '?')}, simulated {man.get('simulated', '?')}")
+    print(f"Report: {_rel(run_dir / 'report.html')} (same format as step 1)")
+    return rc
+
+
 def bridge_step(run_id: str, t0: float) -> int:
     """Steps 2 and 3: the reference variant on v0.24.0 then v0.25.0, compared with report.yml."""
     old_id, new_id = f"{run_id}-bridge-v0.24.0", f"{run_id}-bridge-v0.25.0"
-    print(f"\ndemo 2/3: version bridge — {BRIDGE_VARIANT} on {BRIDGE_HOST}, "
+    print(f"\ndemo 3/4: version bridge — {BRIDGE_VARIANT} on {BRIDGE_HOST}, "
           f"{BRIDGE_SETTINGS['llm_bench_output_tokens']} tokens × {BRIDGE_SETTINGS['llm_bench_runs']} runs, "
           f"emulated vLLM 0.24.0 then 0.25.0", flush=True)
     for rid, image in ((old_id, BRIDGE_OLD_IMAGE), (new_id, SIM_IMAGE)):
@@ -147,7 +186,7 @@ def bridge_step(run_id: str, t0: float) -> int:
                   file=sys.stderr)
             return rc
     new_dir = REPO / "results" / new_id
-    print(f"\ndemo 3/3: ansible-playbook playbooks/report.yml -e run={new_id} -e baseline={old_id}", flush=True)
+    print(f"\ndemo 4/4: ansible-playbook playbooks/report.yml -e run={new_id} -e baseline={old_id}", flush=True)
     rc = run_playbook([_bin("ansible-playbook"), "playbooks/report.yml", "-e", f"run={new_id}", "-e", f"baseline={old_id}"],
                       new_dir / "report.log", t0)
     report = load_report(new_dir)
@@ -170,23 +209,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", default="sim_sparks", help="hosts of step 1 (default: the simulated fleet sim_sparks)")
     parser.add_argument("--run-id", default=None, help="results/<run-id> (default: UTC now, YYYYmmddTHHMMSSZ)")
     parser.add_argument("--skip-fleet", action="store_true", help="only the version bridge (steps 2 and 3)")
-    parser.add_argument("--no-bridge", action="store_true", help="only the fleet run (step 1)")
+    parser.add_argument("--no-bridge", action="store_true", help="no version bridge (steps 3 and 4)")
+    parser.add_argument("--no-real", action="store_true", help="no real-vLLM step (step 2)")
     parser.add_argument("extra", nargs="*", help="extra ansible-playbook arguments for step 1 (after --)")
     args = parser.parse_args(argv)
 
-    for image in (SIM_IMAGE, BRIDGE_OLD_IMAGE):
+    for image in (SIM_IMAGE, BRIDGE_OLD_IMAGE) + (() if args.no_real else (REAL_IMAGE,)):
         if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
-            print(f"demo: the simulator image {image} is missing; run 'make setup' first", file=sys.stderr)
+            print(f"demo: the image {image} is missing; run 'make setup' first", file=sys.stderr)
             return 2
     run_id = args.run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     t0 = time.monotonic()
     rc = 0
     if not args.skip_fleet:
         rc = fleet_step(run_id, args.limit, args.extra, t0)
+    if not args.no_real:
+        real_rc = real_step(run_id, t0)
+        rc = rc or real_rc
     if not args.no_bridge:
         bridge_rc = bridge_step(run_id, t0)
         rc = rc or bridge_rc
-    print(f"\ndemo: done in {(time.monotonic() - t0) / 60:.1f} min (exit {rc}); all figures are SIMULATED")
+    print(f"\ndemo: done in {(time.monotonic() - t0) / 60:.1f} min (exit {rc}); every figure is SIMULATED "
+          f"except step 2's ({'skipped' if args.no_real else 'real vLLM on this CPU'})")
     return rc
 
 

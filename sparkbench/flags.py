@@ -142,7 +142,7 @@ def flag_problems(args: Mapping[str, Any] | None, version: str | None) -> list[d
             near = difflib.get_close_matches(name, list(table), n=1, cutoff=0.6)
             out.append({"id": ISSUE_ID, "reason": f"{name} is not a vLLM flag (checked against {which})",
                         "remedy": (f"use {near[0]}" if near else "remove it")
-                                  + f"; the flags are listed in sparkbench/data/vllm_args/ (see `vllm serve --help`)"})
+                                  + "; the flags are listed in sparkbench/data/vllm_args/ (see `vllm serve --help`)"})
             continue
         problem = _value_problem(flag, opt, value)
         if problem:

@@ -2202,7 +2202,6 @@ class Measurement:
             log(f"parallel {n}: no combined figure ({entry.get('combined_reason')})")
 
     def context(self, depth: int, chars_per_token: float) -> float:
-        a = self.args
         phase = f"context_{depth}"
         mml = self.doc["server"]["max_model_len"]
         entry: dict[str, Any] = {"depth": depth, "prompt_tokens": None, "prefill_tok_s": None,

@@ -296,8 +296,11 @@ def explain_launch(log_text: Any, start_error: Any = "", launch_message: Any = "
     everything = "\n".join(texts)
     match = vllm_log_match(everything, issues or load_known_issues())
     if match:
+        # The excerpt around the matched line (a long log goes on after the cause: shutdown, HTTP 500s).
+        at = everything.find(match["line"]) if match["line"] else -1
+        excerpt = everything[-4000:] if at < 0 or len(everything) - at <= 3000 else everything[max(0, at - 1000):at + 3000]
         return {"issue": match["id"], "reason": match["reason"], "remedy": match["remedy"],
-                "line": match["line"], "log_excerpt": everything[-4000:]}
+                "line": match["line"], "log_excerpt": excerpt}
     line = error_line(log_text)
     reason = line or str(start_error or "").strip() or str(launch_message or "").strip() \
         or "the server exited before /health answered"

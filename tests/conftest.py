@@ -130,3 +130,75 @@ def sim_factory(tmp_path):
     yield factory
     for sim in started:
         sim.stop()
+
+
+# --------------------------------------------------------------------------- real vLLM (CPU)
+REAL_VLLM_IMAGE = "sparkbench/vllm-cpu:latest"
+REAL_VLLM_MODEL = "sparkbench/tiny-llama"
+REAL_VLLM_MAX_MODEL_LEN = 2048
+REAL_VLLM_READY_TIMEOUT_S = float(os.environ.get("SPARKBENCH_VLLM_CPU_READY_TIMEOUT", "420"))
+
+
+@dataclass
+class RealVllm:
+    """A running real-vLLM container (``sparkbench/vllm-cpu``)."""
+
+    name: str
+    port: int
+    base_url: str
+    ready_s: float
+
+    def logs(self, lines: int = 400) -> str:
+        out = subprocess.run(["docker", "logs", "--tail", str(lines), self.name], capture_output=True, text=True,
+                             timeout=60)
+        return out.stdout + out.stderr
+
+
+def real_vllm_skip_reason() -> str | None:
+    """Why real vLLM cannot run here (no Docker engine, no image), or None."""
+    ok, why = docker_available()
+    if not ok:
+        return why
+    if subprocess.run(["docker", "image", "inspect", REAL_VLLM_IMAGE], capture_output=True, timeout=30).returncode:
+        return f"image {REAL_VLLM_IMAGE} is missing; build it with `make setup` (scripts/build_vllm_cpu_image.sh)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def real_vllm():
+    """Real vLLM 0.32 started ONCE per session with the plain command a user would type
+    (``docker run -p 127.0.0.1:P:8000 sparkbench/vllm-cpu:latest sparkbench/tiny-llama
+    --max-model-len 2048``: no other flag or variable), shared by the image and conformance tests
+    (its start takes 1-3 minutes on 2 cores; idle it uses about 1 % of a core). Removed at the end."""
+    why = real_vllm_skip_reason()
+    if why:
+        pytest.skip(why)
+    name, port = f"sparkbench-test-realvllm-{os.getpid()}", free_port()
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+    t0 = time.monotonic()
+    run = subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8000", REAL_VLLM_IMAGE,
+                          REAL_VLLM_MODEL, "--max-model-len", str(REAL_VLLM_MAX_MODEL_LEN)],
+                         capture_output=True, text=True, timeout=120)
+    server = RealVllm(name, port, f"http://127.0.0.1:{port}", 0.0)
+    try:
+        if run.returncode != 0:
+            pytest.fail(f"docker run failed: {run.stderr.strip()}")
+        while True:
+            try:
+                with urllib.request.urlopen(server.base_url + "/health", timeout=3) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", name],
+                                   capture_output=True, text=True, timeout=30).stdout.strip()
+            if not state.startswith("true"):
+                pytest.fail(f"real vLLM exited before /health answered ({state}):\n{server.logs(60)}")
+            if time.monotonic() - t0 > REAL_VLLM_READY_TIMEOUT_S:
+                pytest.fail(f"real vLLM: /health did not answer within {REAL_VLLM_READY_TIMEOUT_S:.0f} s:\n"
+                            f"{server.logs(60)}")
+            time.sleep(1.0)
+        server.ready_s = time.monotonic() - t0
+        yield server
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)

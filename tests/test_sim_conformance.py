@@ -1,7 +1,7 @@
 """The simulator held against real vLLM 0.32: the same requests to both, compared as a client sees them.
 
-One real server for the module (``sparkbench/vllm-cpu:latest`` serving ``sparkbench/tiny-llama`` with
-``--max-model-len 2048``, container ``sparkbench-conf-<pid>``, removed at teardown) and one simulator
+One real server (the session's ``sparkbench/vllm-cpu:latest`` serving ``sparkbench/tiny-llama`` with
+``--max-model-len 2048``, tests/conftest.py ``real_vllm``, shared with the image test) and one simulator
 serving a profile under the same model id and length. :func:`observe` turns one server's answers into
 named checks (key sets, or values); every check whose two answers differ must be a row of the table
 "Differences from real vLLM 0.32" in ``scripts/vllm_sim/README.md``, and every row must still differ
@@ -16,16 +16,14 @@ import fnmatch
 import json
 import os
 import re
-import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import REPO_ROOT, docker_available, free_port, start_sim
+from conftest import REPO_ROOT, start_sim
 
 IMAGE = "sparkbench/vllm-cpu:latest"
 MODEL = "sparkbench/tiny-llama"
@@ -40,6 +38,8 @@ HARNESS_FAMILIES = [
     "vllm:kv_cache_usage_perc", "vllm:iteration_tokens_total", "vllm:num_preemptions",
     "vllm:estimated_read_bytes_per_gpu", "vllm:prompt_tokens_cached", "vllm:request_num_preemptions",
 ]
+# The simulator gets the real server's flags.
+SERVE_ARGS = ["--max-model-len", str(MAX_MODEL_LEN)]
 STREAM_TOKENS = 6
 CONTINUOUS = {"include_usage": True, "continuous_usage_stats": True}
 
@@ -58,44 +58,13 @@ def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes, dict]:
 
 
 @pytest.fixture(scope="module")
-def real_url():
-    """Real vLLM 0.32 in a container on a free port; removed at teardown. ``SPARKBENCH_REAL_VLLM_URL``
-    names an already running one instead (same image and flags), for working on this test."""
+def real_url(request):
+    """Real vLLM 0.32: the session's container (tests/conftest.py `real_vllm`, the plain command,
+    shared with the image test). ``SPARKBENCH_REAL_VLLM_URL`` names an already running one instead
+    (same image), for working on this test."""
     if os.environ.get("SPARKBENCH_REAL_VLLM_URL"):
-        yield os.environ["SPARKBENCH_REAL_VLLM_URL"].rstrip("/")
-        return
-    if shutil.which("docker") is None:
-        pytest.skip("docker CLI not found: the conformance test needs real vLLM in a container")
-    ok, why = docker_available()
-    if not ok:
-        pytest.skip(why)
-    if not _image_present():
-        pytest.skip(f"image {IMAGE} is missing: build it with `make setup` (scripts/build_vllm_cpu_image.sh)")
-    name, port = f"sparkbench-conf-{os.getpid()}", free_port()
-    subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
-    run = subprocess.run(["docker", "run", "-d", "--rm", "--name", name, "-p", f"127.0.0.1:{port}:8000", "--ipc",
-                          "host", IMAGE, MODEL, "--max-model-len", str(MAX_MODEL_LEN)],
-                         capture_output=True, text=True, timeout=120)
-    try:
-        assert run.returncode == 0, f"docker run failed: {run.stderr.strip()}"
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 420      # 60-90 s alone; longer on a shared 2-core machine
-        while True:
-            try:
-                if _get(url + "/health", timeout=3)[0] == 200:
-                    break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            alive = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name], capture_output=True,
-                                   text=True, timeout=30).stdout.strip()
-            if alive != "true" or time.monotonic() > deadline:
-                logs = subprocess.run(["docker", "logs", "--tail", "40", name], capture_output=True, text=True,
-                                      timeout=30)
-                pytest.fail(f"real vLLM did not become healthy (running={alive!r}):\n{logs.stdout}{logs.stderr}")
-            time.sleep(1.0)
-        yield url
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+        return os.environ["SPARKBENCH_REAL_VLLM_URL"].rstrip("/")
+    return request.getfixturevalue("real_vllm").base_url
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +75,7 @@ def sim_url(tmp_path_factory):
     have_profile = (REPO_ROOT / "profiles" / "models" / "sparkbench__tiny-llama.json").exists()
     model = MODEL if have_profile else "google/gemma-3-4b-it"
     sim = start_sim(tmp_path_factory.mktemp("conformance"), model=model,
-                    args=["--served-model-name", MODEL, "--max-model-len", str(MAX_MODEL_LEN)],
+                    args=["--served-model-name", MODEL, *SERVE_ARGS],
                     env={"VLLM_SIM_RATE": "400", "HF_TOKEN": "conformance-test-dummy"})
     yield sim.base_url
     sim.stop()

@@ -1,8 +1,8 @@
 """The real-vLLM image sparkbench/vllm-cpu (scripts/build_vllm_cpu_image.sh): one real server.
 
-Starts the image exactly as a user would, with no other flag or variable
-(`docker run -p 127.0.0.1:P:8000 IMAGE sparkbench/tiny-llama --max-model-len 2048`), once for the
-module, and checks what it is (vLLM 0.32.0 on torch 2.13.0+cpu, nothing of the simulator) and
+Uses the session's real-vLLM container (tests/conftest.py `real_vllm`, shared with the
+simulator's conformance test), started exactly as a user would, with no other flag or variable
+(`docker run -p 127.0.0.1:P:8000 IMAGE sparkbench/tiny-llama --max-model-len 2048`), and checks what it is (vLLM 0.32.0 on torch 2.13.0+cpu, nothing of the simulator) and
 what a client sees (/version, /v1/models, a streamed chat completion with per-chunk usage).
 Skipped when Docker or the image is missing. Start-up is 1-2.5 minutes on a busy 2-core machine
 (torch.compile of the model on first start).
@@ -10,51 +10,17 @@ Skipped when Docker or the image is missing. Start-up is 1-2.5 minutes on a busy
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import subprocess
-import time
-import urllib.error
 import urllib.request
-import uuid
 
 import pytest
-
-IMAGE = os.environ.get("SPARKBENCH_VLLM_CPU_TEST_IMAGE", "sparkbench/vllm-cpu:latest")
-MODEL = "sparkbench/tiny-llama"
-MAX_MODEL_LEN = 2048
-READY_TIMEOUT_S = float(os.environ.get("SPARKBENCH_VLLM_CPU_READY_TIMEOUT", "360"))
+from conftest import REAL_VLLM_MAX_MODEL_LEN as MAX_MODEL_LEN
+from conftest import REAL_VLLM_MODEL as MODEL
+from conftest import real_vllm_skip_reason
 
 
-def _skip_reason() -> str | None:
-    if shutil.which("docker") is None:
-        return "docker is not installed"
-    try:
-        info = subprocess.run(["docker", "info"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"docker info failed: {exc}"
-    if info.returncode != 0:
-        return "no Docker engine answers (docker info failed); run make setup"
-    img = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30)
-    if img.returncode != 0:
-        return f"image {IMAGE} is missing; build it with scripts/build_vllm_cpu_image.sh (make setup)"
-    return None
-
-
-_REASON = _skip_reason()
+_REASON = real_vllm_skip_reason()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _logs(name: str, lines: int = 40) -> str:
-    out = subprocess.run(["docker", "logs", "--tail", str(lines), name], capture_output=True, text=True)
-    return out.stdout + out.stderr
 
 
 def _get(url: str, timeout: float = 10.0):
@@ -62,45 +28,10 @@ def _get(url: str, timeout: float = 10.0):
         return resp.status, json.loads(resp.read() or b"null")
 
 
-class Server:
-    def __init__(self, name: str, port: int, ready_s: float):
-        self.name = name
-        self.port = port
-        self.base = f"http://127.0.0.1:{port}"
-        self.ready_s = ready_s
-
-    def logs(self, lines: int = 400) -> str:
-        return _logs(self.name, lines)
-
-
 @pytest.fixture(scope="module")
-def server():
-    name = f"sparkbench-test-vllm-cpu-{uuid.uuid4().hex[:10]}"
-    port = _free_port()
-    cmd = ["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8000",
-           IMAGE, MODEL, "--max-model-len", str(MAX_MODEL_LEN)]
-    t0 = time.monotonic()
-    try:
-        started = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        if started.returncode != 0:
-            pytest.fail(f"docker run failed: {started.stderr.strip()}")
-        while True:
-            try:
-                status, _ = _get(f"http://127.0.0.1:{port}/health", timeout=2)
-                if status == 200:
-                    break
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", name],
-                                   capture_output=True, text=True)
-            if not state.stdout.startswith("true"):
-                pytest.fail(f"container exited before /health answered ({state.stdout.strip()}):\n{_logs(name)}")
-            if time.monotonic() - t0 > READY_TIMEOUT_S:
-                pytest.fail(f"/health did not answer within {READY_TIMEOUT_S:.0f} s:\n{_logs(name)}")
-            time.sleep(1)
-        yield Server(name, port, time.monotonic() - t0)
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+def server(real_vllm):
+    """The session's real-vLLM container, started with the plain command (tests/conftest.py)."""
+    return real_vllm
 
 
 def test_image_contents(server):
@@ -135,14 +66,14 @@ def test_plain_run_needs_no_shm_flag(server):
 
 
 def test_version_is_real(server):
-    status, body = _get(server.base + "/version")
+    status, body = _get(server.base_url + "/version")
     assert status == 200
     assert body == {"version": "0.32.0"} or (body.get("version") == "0.32.0" and "simulated" not in body)
     assert "simulated" not in body
 
 
 def test_models_lists_tiny_llama(server):
-    status, body = _get(server.base + "/v1/models")
+    status, body = _get(server.base_url + "/v1/models")
     assert status == 200
     ids = [m["id"] for m in body["data"]]
     assert ids == [MODEL]
@@ -157,7 +88,7 @@ def test_stream_with_continuous_usage(server):
         "max_tokens": n, "min_tokens": n, "ignore_eos": True, "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
-    req = urllib.request.Request(server.base + "/v1/chat/completions", data=json.dumps(payload).encode(),
+    req = urllib.request.Request(server.base_url + "/v1/chat/completions", data=json.dumps(payload).encode(),
                                  headers={"Content-Type": "application/json"})
     data_lines = []
     with urllib.request.urlopen(req, timeout=120) as resp:

@@ -189,7 +189,9 @@ def main() -> int:
             "const": jsonable(a.const),
             "default": jsonable(a.default),
             "required": bool(a.required),
-            "deprecated": a in deprecated or bool(getattr(a, "deprecated", False)),
+            "deprecated": (a in deprecated or bool(getattr(a, "deprecated", False))
+                           or type(a).__name__.startswith("Deprecated")
+                           or " is deprecated" in (a.help or "").lower()),
             "group": group,
             "help": " ".join((a.help or "").replace("%%", "%").split())[:240] or None,
         }

@@ -23,7 +23,7 @@ from typing import Callable
 
 from ..paths import REPO_ROOT
 from ..secrets import SECRET_NAME_RE as SECRET_RE
-from .progress import DONE, FAILED, Change, Progress
+from .progress import FAILED, Change, Progress
 
 DEFAULT_PLAYBOOK = "bench.yml"
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
