@@ -330,6 +330,9 @@ def run(quick: bool = False, url: str | None = None) -> Section:
             body(srv.url)
     wall = time.monotonic() - t_start
     load1 = os.getloadavg()[0]
+    (WORK / "realfid_results.json").write_text(json.dumps(
+        {"results": results, "evidence": evidence, "reps": reps, "ready_s": ready_s, "wall": wall,
+         "load0": load0, "load1": load1, "quick": quick}, default=str))
     return render(results, evidence, reps, ready_s, wall, load0, load1, quick)
 
 
@@ -350,9 +353,9 @@ def cover(r: dict[str, Any]) -> None:
         r["bursts"] = sum(1 for x, t in pairs if x < 0.25 * t) + sum(
             1 for x in per if x is None)
         r["pairs"] = pairs
-    else:
+    else:  # client side only: no decode time seen (None, or an ITL under 0.1 ms)
         r["truth_cov"], r["covered"], r["pairs"] = r.get("truth_tpot"), len(r.get("per_req") or []), []
-        r["bursts"] = None
+        r["bursts"] = sum(1 for x in per if x is None or x < 1e-4)
 
 
 def render(results: list[dict[str, Any]], ev: dict[str, Any], reps: int, ready_s: float | None,
@@ -394,9 +397,11 @@ def render(results: list[dict[str, Any]], ev: dict[str, Any], reps: int, ready_s
                 if r["tool"] == tool and not r.get("error") and r.get("tpot") and r.get("truth_cov")]
 
     m_errs, g_errs, a_errs = errs("measure.py"), errs("GuideLLM"), errs("AIPerf")
-    exact = all(r["server_requests"] == r["attempted"] and r.get("resolved") for r in results
-                if not r.get("error"))
-    ok = bool(m_errs) and len(m_errs) == reps and max(abs(e) for e in m_errs) <= GOAL and exact
+    unmatched = [f"rep {r['rep']} {r['tool']}" for r in results
+                 if not r.get("error") and not r.get("resolved")]
+    m_exact = not any(u.endswith("measure.py") for u in unmatched)
+    exact = not unmatched
+    ok = bool(m_errs) and len(m_errs) == reps and max(abs(e) for e in m_errs) <= GOAL and m_exact
     aip = [r for r in results if r["tool"] == "AIPerf" and not r.get("error")]
     lines = []
     lines.append(f"- measure.py: {', '.join(pct(e, 2) for e in m_errs) or '—'} "
@@ -404,9 +409,11 @@ def render(results: list[dict[str, Any]], ev: dict[str, Any], reps: int, ready_s
     lines.append(f"- GuideLLM: {', '.join(pct(e, 2) for e in g_errs) or '—'}; AIPerf's own mean "
                  f"ITL: {', '.join(pct(e, 2) for e in a_errs) or '—'}.")
     if not exact:
-        lines.append("- **Some windows could not be matched request by request** (vLLM saw a "
-                     "different number of requests than the tool sent, or two finished between two "
-                     "scrapes): there the truth is the window's Δsum / Δcount.")
+        lines.append("- Not matched request by request (two requests finished between two "
+                     f"scrapes, or vLLM saw another count than the tool sent): {', '.join(unmatched)}; "
+                     "there the truth is the window's Δsum / Δcount over all its requests and the "
+                     "burst column counts the tool's own requests with no decode time (ITL < 0.1 ms "
+                     "or none).")
     # --- why AIPerf's per-user figure is off -----------------------------------------------
     why = []
     if aip:
@@ -416,10 +423,19 @@ def render(results: list[dict[str, Any]], ev: dict[str, Any], reps: int, ready_s
         inv_mean = [1.0 / mean(r["per_req"]) for r in aip]
         worst = max(aip, key=lambda r: max((t / x if x > 0 else 1e9) for x, t in r["pairs"])
                     if r["pairs"] else 0)
-        top = max(max(r["per_user_req"]) for r in aip if r["per_user_req"])
-        max_truth = max(r["truth_cov"] for r in aip)
+        top_r = max(aip, key=lambda r: max(r["per_user_req"]) * r["truth_cov"]
+                    if r["per_user_req"] else 0)
+        top = max(top_r["per_user_req"]) if top_r["per_user_req"] else 0.0
+        top_x = top * top_r["truth_cov"]
         zero = sum(1 for r in aip for x in r["per_req"] if x == 0)
         pairs = "; ".join(f"{x * 1000:.3f} vs {t * 1000:.2f}" for x, t in worst["pairs"])
+        spiky = max(aip, key=lambda r: max(r["per_user_req"]) if r["per_user_req"] else 0)
+        spiky_txt = (f" In rep {spiky['rep']} AIPerf's own per-request ITLs were "
+                     + ", ".join(f"{x * 1000:.3f}" for x in spiky["per_req"])
+                     + " ms and its per-request rates "
+                     + ", ".join(fmt(x, 0) for x in spiky["per_user_req"])
+                     + f" tok/s, while vLLM's mean TPOT over those requests was "
+                     f"{spiky['truth_cov'] * 1000:.2f} ms.") if spiky is not worst or not pairs else ""
         why.append(
             f"**Why AIPerf's per-user figure is off** (here {', '.join(pct(e, 1) for e in pu_errs)} "
             f"for its avg, {', '.join(pct(e, 1) for e in p50_errs)} for its p50, as rates against "
@@ -431,14 +447,14 @@ def render(results: list[dict[str, Any]], ev: dict[str, Any], reps: int, ready_s
             "`--use-server-token-count`). Not TTFT: its ITL is (request_latency − TTFT) / (OSL − "
             "first-chunk tokens), TTFT excluded. The cause is in the per-request pairs (AIPerf's "
             "ITL vs vLLM's own TPOT of the same request, ms, rep "
-            f"{worst['rep']}): {pairs}. On this loaded 2-core box a stream often reaches the "
+            f"{worst['rep']}): {pairs}.{spiky_txt} On this loaded 2-core box a stream often reaches the "
             "client in one read after the engine has generated all of it (the API-server process "
             "is starved while the engine-core process keeps generating; measure.py reports such a "
             "run as \"the whole stream arrived in one read\" and re-runs it). AIPerf keeps such a "
             "request with the near-zero decode window it saw, so its ITL is ~0 and its per-user "
-            "rate 1 / ITL is huge (this run's per-request rates reached "
-            f"{fmt(top, 0)} tok/s, {top * max_truth:.1f}× the truth; a trial run here had one at "
-            "187,786 tok/s from an ITL of 0.005 ms); an ITL of exactly 0 gets no "
+            "rate 1 / ITL is huge (this run's highest per-request rate was "
+            f"{fmt(top, 0)} tok/s, {top_x:.1f}× the truth of its repetition; a trial run here had "
+            "one at 187,786 tok/s from an ITL of 0.005 ms); an ITL of exactly 0 gets no "
             "per-user value at all (AIPerf: \"ITL is zero\"), so the avg then covers only the "
             f"other requests ({zero} such request(s) here) and can land near the truth by luck. "
             "`output_token_throughput_per_user` is the **mean of those per-request rates** "
@@ -470,7 +486,7 @@ def render(results: list[dict[str, Any]], ev: dict[str, Any], reps: int, ready_s
             "part is gone; the mean-of-rates part is not a bug to fix but a different statistic: "
             "compare AIPerf's `inter_token_latency` with a TPOT, and its per-user figure only with "
             "another mean of per-request rates.")
-    elif ev.get("error"):
+    elif ev and ev.get("error"):
         why.append(f"(The AIPerf own-tokenizer evidence run failed: {ev['error']})")
     ready = f"ready in {ready_s:.0f} s, " if ready_s is not None else ""
     body = f"""**How:** `bench/real_fidelity.py`{' (--quick: one repetition)' if quick else ''}. Server:
@@ -503,10 +519,25 @@ average {load0:.1f} at the start, {load1:.1f} at the end (other jobs shared the 
                    {"results": results, "evidence": ev})
 
 
+def rerender(section_file: Path) -> None:
+    """Rewrite the body of a section from bench/.work/realfid_results.json, keeping its title
+    and stamp (the measurement's own), e.g. after a wording fix; no server is started."""
+    d = json.loads((WORK / "realfid_results.json").read_text())
+    sec = render(d["results"], d["evidence"], d["reps"], d["ready_s"], d["wall"], d["load0"],
+                 d["load1"], d["quick"])
+    head = section_file.read_text().split("\n")[:3]
+    section_file.write_text("\n".join(head) + "\n\n" + sec.body.strip() + "\n")
+
+
 if __name__ == "__main__":
     import argparse
     ap = argparse.ArgumentParser(description="table 6 alone (prints the section body)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--url", help="reuse a running real vLLM server serving " + MODEL)
+    ap.add_argument("--rerender", action="store_true",
+                    help="rewrite bench/results/real_fidelity.md's body from the last run's JSON")
     a = ap.parse_args()
-    print(run(quick=a.quick, url=a.url).body)
+    if a.rerender:
+        rerender(common.RESULTS / "real_fidelity.md")
+    else:
+        print(run(quick=a.quick, url=a.url).body)

@@ -41,7 +41,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STAGE_RE = re.compile(r"^TASK \[Bench variant \| (launch|measure|record result|record failure) ([a-z0-9._-]+)\]")
+# playbooks/tasks/variant.yml's task headers: "plan NAME" names the variant, the steps after it do not.
+PLAN_RE = re.compile(r"^TASK \[Bench variant \| plan ([a-z0-9._-]+)\]")
+STAGE_RE = re.compile(r"^TASK \[Bench variant \| (launch|measure|record the result|record the failure)\]")
 SIM_IMAGE = "sparkbench/vllm-sim:v0.25.0"
 BRIDGE_OLD_IMAGE = "sparkbench/vllm-sim:v0.24.0"
 REAL_IMAGE = "sparkbench/vllm-cpu:v0.32.0"
@@ -88,11 +90,16 @@ def run_playbook(cmd: list[str], log_path: Path, t0: float) -> int:
     with log_path.open("a", encoding="utf-8") as log, subprocess.Popen(
             cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
         assert proc.stdout is not None
+        variant = "?"
         for line in proc.stdout:
             log.write(line)
+            planned = PLAN_RE.match(line)
+            if planned:
+                variant = planned.group(1)
             found = STAGE_RE.match(line)
             if found:  # bench.yml's per-variant task names; hosts run the same variant in step
-                print(f"  [{time.monotonic() - t0:6.0f} s] {found.group(1):<14} {found.group(2)}", flush=True)
+                stage = found.group(1).replace("the ", "")
+                print(f"  [{time.monotonic() - t0:6.0f} s] {stage:<14} {variant}", flush=True)
             elif line.startswith(("fatal:", "failed:")) and "ignoring" not in line:
                 print("  " + line.rstrip()[:200], flush=True)
         return proc.wait()
