@@ -100,6 +100,15 @@ def measurement_seconds(doc: dict[str, Any]) -> float | None:
     return total
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) of the whole machine so far, from /proc/stat: the playbook,
+    its workers, measure.py and the simulators in their containers all count."""
+    with open("/proc/stat") as fh:
+        fields = fh.readline().split()[1:]
+    user, nice, system = (int(x) for x in fields[:3])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
 def run_playbook(tag: str, hosts: list[tuple[str, int]], variants: int,
                  profile: bool = False, timeout: float = 900) -> dict[str, Any]:
     """One `ansible-playbook bench.yml` run; wall time, per-variant results, task profile."""
@@ -119,6 +128,7 @@ def run_playbook(tag: str, hosts: list[tuple[str, int]], variants: int,
     cmd = [ansible_playbook(), "bench.yml", "-i", str(REPO / "inventory"), "-i", str(inv),
            "-l", ",".join(h for h, _ in hosts), "-e", f"@{ev}", "-e", f"bench_run_id={run_id}"]
     t0 = time.perf_counter()
+    cpu0 = _cpu_seconds()
     with open(d / "ansible.log", "w") as log:
         try:
             proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -127,6 +137,7 @@ def run_playbook(tag: str, hosts: list[tuple[str, int]], variants: int,
         except subprocess.TimeoutExpired:
             rc = 124
     wall = time.perf_counter() - t0
+    cpu = _cpu_seconds() - cpu0
     load1 = os.getloadavg()[0]
     _cleanup_containers()
     out = (d / "ansible.log").read_text(errors="replace")
@@ -143,7 +154,7 @@ def run_playbook(tag: str, hosts: list[tuple[str, int]], variants: int,
         raise BenchError(f"ansible-playbook bench.yml ({tag}) exit {rc}, {len(complete)} of "
                          f"{variants * len(hosts)} variants complete: {' / '.join(tail)[:300]}")
     return {"tag": tag, "hosts": len(hosts), "variants": variants, "wall": wall, "load1": load1,
-            "measure_s": meas, "log": out, "docs": complete}
+            "cpu_s": cpu, "measure_s": meas, "log": out, "docs": complete}
 
 
 def _cleanup_containers() -> None:

