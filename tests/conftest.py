@@ -51,6 +51,15 @@ def docker_available() -> tuple[bool, str]:
     return True, ""
 
 
+def health_ok(base_url: str, timeout: float = 2.0) -> bool:
+    """True when GET <base_url>/health answers 200 (False while the server is not up yet)."""
+    try:
+        with urllib.request.urlopen(base_url + "/health", timeout=timeout) as r:
+            return r.status == 200
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return False
+
+
 @dataclass
 class Sim:
     """A running simulator process."""
@@ -99,12 +108,8 @@ def start_sim(tmp_dir: Path, model: str = DEFAULT_MODEL, args: list[str] | None 
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"simulator exited with status {proc.returncode} before /health answered:\n{sim.log()}")
-            try:
-                with urllib.request.urlopen(sim.base_url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
+            if health_ok(sim.base_url, timeout=2):
+                break
             if time.monotonic() > deadline:
                 sim.stop()
                 raise RuntimeError(f"simulator did not answer /health within {timeout} s:\n{sim.log()}")
@@ -184,12 +189,8 @@ def real_vllm():
         if run.returncode != 0:
             pytest.fail(f"docker run failed: {run.stderr.strip()}")
         while True:
-            try:
-                with urllib.request.urlopen(server.base_url + "/health", timeout=3) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
+            if health_ok(server.base_url, timeout=3):
+                break
             state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", name],
                                    capture_output=True, text=True, timeout=30).stdout.strip()
             if not state.startswith("true"):
