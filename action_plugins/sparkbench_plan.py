@@ -4,6 +4,7 @@
     - sparkbench_plan:
         provisioned: "{{ spark_host_model_failures }}"   # → bench_plan with failed downloads in preflight
     - sparkbench_plan: {results: false}     # no results directory check (playbooks/provision.yml)
+    - sparkbench_plan: {canary: true}       # the canary only (playbooks/health.yml, sparkbench.health)
 
 Reads the host's variables by the names in ``sparkbench.plan.VARIABLES``; bad input fails the task
 with the message naming the variable and the fix. Touches no host.
@@ -17,12 +18,15 @@ from sparkbench.ansible_action import ControllerAction
 
 class ActionModule(ControllerAction):
     VARIABLE_NAMES = (list(plan_mod.VARIABLES) + [f"llm_bench_{k}" for k in plan_mod.settings_mod.DEFAULTS]
-                      + ["bench_plan"])
+                      + ["bench_plan", "bench_health_canary", "bench_health_runs", "bench_health_output_tokens"])
 
     def act(self, args, variables, task_vars):
         if "provisioned" in args:
             new = plan_mod.provisioned(variables["bench_plan"], args.get("provisioned") or {})
         else:
+            if args.get("canary"):  # playbooks/health.yml: the plan reduced to the canary (sparkbench.health)
+                from sparkbench import health as health_mod
+                variables = health_mod.canary_variables(variables)
             new = plan_mod.plan_host(variables, task_vars.get("inventory_hostname", ""),
                                      check_mode=bool(self._task.check_mode))
             if not self._task.check_mode and args.get("results", True):

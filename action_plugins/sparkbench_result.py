@@ -5,14 +5,19 @@
         stage: measure                   # host | preflight | launch | measure
         ok: true                         # false: a failure document for that stage
         measure: "{{ llm_bench_measure_run | default({}) }}"    # measure.py's registered result
-        startup: "{{ vllm_server_ready | default({}) }}"        # time to ready, model memory
+        startup: "{{ vllm_server_ready | default({}) }}"        # time to ready, model memory, startup log
         launch_failure: "{{ vllm_server_failure | default({}) }}"
         failed: "{{ ansible_failed_result | default({}) }}"
         reason: "..."                    # stage host: why the host failed
+        drop_caches: "{{ bench_drop_caches_outcome | default({}) }}"   # → protocol.drop_caches
     - sparkbench_result: {plan: "{{ bench_plan }}", stage: host, ok: false, reason: "..."}   # every variant
 
 Builds the document, validates it against schema/result.schema.json and writes it on the
-controller (no module runs on the host). Returns ``path``, ``status``, ``variant``, ``failure``.
+controller (no module runs on the host). Returns ``path``, ``status``, ``variant``, ``failure``;
+the fact ``bench_stage`` (the runner's live view) and, for a complete variant, the fact
+``bench_measured_variants`` (the variants completed in this run, in order: bench.yml's bracket
+condition). A bracket entry (``bench_plan.bracket``) is written to ``<variant>.bracket.json``
+with its ``bracket`` object.
 """
 
 from __future__ import annotations
@@ -23,17 +28,27 @@ from sparkbench.ansible_action import ControllerAction
 
 class ActionModule(ControllerAction):
     VARIABLE_NAMES = ("spark_host_gpu", "spark_host_image_facts", "bench_sparkbench_version", "sparkbench_gpu_less",
-                      "sparkbench_simulated", "sparkbench_backend")
+                      "sparkbench_simulated", "sparkbench_backend", "bench_measured_variants")
+    #: The run's secrets: masked in what the document takes from the server log (``kernels``).
+    SECRET_VARIABLES = ("spark_host_hf_token", "sparkbench_hf_token", "sparkbench_api_key")
 
     def act(self, args, variables, task_vars):
         if self._task.check_mode:
             return {"skipped": True, "msg": "check mode: no result is written"}
         facts = result_mod.host_facts(variables, task_vars.get("inventory_hostname", ""))
+        secrets = []
+        for name in self.SECRET_VARIABLES:
+            try:
+                secrets.append(self._templar.template(task_vars[name]) if name in task_vars else None)
+            except Exception:  # an undefined vault variable: the pattern-based redaction still applies
+                continue
         entries = args["plan"]["variants"] if args.get("plan") else [args["entry"]]
         records = [result_mod.record(e, facts, str(args.get("stage", "measure")), bool(args.get("ok", False)),
                                      measure=args.get("measure") or None, startup=args.get("startup") or None,
                                      launch_failure=args.get("launch_failure") or None,
-                                     failed=args.get("failed") or None, reason=args.get("reason"))
+                                     failed=args.get("failed") or None, reason=args.get("reason"),
+                                     secret_values=[str(s) for s in secrets if s],
+                                     drop_caches=args.get("drop_caches") or None)
                    for e in entries]
         out = {"changed": True, "records": records}
         if len(records) == 1:
@@ -43,5 +58,10 @@ class ActionModule(ControllerAction):
             stage = {"variant": rec["variant"], "stage": "failed" if rec["status"] == "failed" else "done"}
             if fail:
                 stage["reason"] = f"{fail.get('stage')}: {fail.get('reason')}"
-            out.update(rec, ansible_facts={"bench_stage": stage})
+            facts = {"bench_stage": stage}
+            if rec["status"] == "complete" and not (args.get("entry") or {}).get("bracket"):
+                # bench.yml brackets the reference only when its own result of this run is complete.
+                done = list(variables.get("bench_measured_variants") or [])
+                facts["bench_measured_variants"] = done + [rec["variant"]]
+            out.update(rec, ansible_facts=facts)
         return out

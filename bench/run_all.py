@@ -35,6 +35,8 @@ BENCHMARKS: list[tuple[str, str, int]] = [
     ("orchestration", "orchestration", 3),
     ("fleet", "fleet_scaling", 4),
     ("real_fidelity", "real_fidelity", 6),
+    ("verdict", "verdict_accuracy", 7),
+    ("health", "health_false_alarms", 8),
 ]
 EXTRA = [("gpu_real", 5)]  # written by bench/gpu_bench.py, included when present
 
@@ -53,6 +55,8 @@ their spread, and goals are judged on medians.
 | 4 | [Fleet scaling](#4-fleet-scaling) — wall time at 1, 2, 4, 8 simulated hosts | ≤ 1.25× at 8 hosts |
 | 5 | [Real GPU](#5-real-gpu) — measure.py against a real inference server, vs the roofline (outside `make bench`) | — |
 | 6 | [Real vLLM fidelity](#6-real-vllm-fidelity) — measure.py's mean TPOT against real vLLM's own TPOT histogram, beside AIPerf and GuideLLM on the same server | ≤ 1 % each repetition |
+| 7 | [Verdict accuracy](#7-verdict-accuracy) — `sparkbench.verdict` on seeded simulator + measure.py trials at true differences 0, 1, 3, 15 % and at the reported MDD | ≥ 95 % correct at 0 % and 15 %, 70–90 % found at the MDD |
+| 8 | [Fleet health false alarms](#8-fleet-health-false-alarms) — `playbooks/health.yml`'s judgement on a healthy simulated fleet (and one 15 %-slow unit) over seeded rounds | ≤ 5 % false alarms, ≥ 80 % caught |
 
 """
 
@@ -75,7 +79,8 @@ def failed_section(name: str, number: int, title: str, err: str) -> str:
 
 TITLES = {"fidelity": "Fidelity", "capacity": "Client capacity",
           "orchestration": "Orchestration overhead", "fleet": "Fleet scaling",
-          "gpu_real": "Real GPU", "real_fidelity": "Real vLLM fidelity"}
+          "gpu_real": "Real GPU", "real_fidelity": "Real vLLM fidelity",
+          "health": "Fleet health false alarms", "verdict": "Verdict accuracy"}
 
 
 def assemble(out: Path, results: Path = RESULTS) -> str:

@@ -3,7 +3,7 @@
 simulated vLLM version bridge.
 
 1. ``ansible-playbook bench.yml -l sim_sparks`` (spark-sim01..03: one simulator container per host,
-   spark-sim03 about 8 % slower with another driver) with the seed's settings (256 tokens, 3 runs,
+   spark-sim03 about 8 % slower with another driver) with the seed's settings (256 tokens, 5 runs,
    2/4/8 parallel, quality, image). The play's bench_report role renders report.md, report.html,
    results.csv, results.json and charts/; the demo prints the main table from results.json (the one
    the play prints, labelled simulated), the report's summary and what each chart shows.
@@ -12,7 +12,7 @@ simulated vLLM version bridge.
    each a real container that needs 60-90 s to become ready). Its table (from its results.json,
    labelled as real vLLM on a CPU: measured, not simulated, no Spark roofline) is printed the same way.
 3. The version bridge, as the seed did between vLLM v0.24 and v0.25: a reference variant
-   (``nvidia-bare``, 128 tokens × 3 runs) on one simulated host (spark-sim01), first on
+   (``nvidia-bare``, 128 tokens × 5 runs: a verdict needs 5 requests per side) on one simulated host (spark-sim01), first on
    ``sparkbench/vllm-sim:v0.24.0`` (the simulator emulating vLLM 0.24.0), then on ``:v0.25.0``.
 4. ``ansible-playbook playbooks/report.yml -e run=<v0.25 run> -e baseline=<v0.24 run>``: the
    run-to-run section and the bridge verdict (comparable when |Δ| ≤ 2.5 %).
@@ -52,9 +52,11 @@ REAL_HOST = "cpu-real01"
 REAL_SETTINGS = {"bench_select": ["tiny-bf16", "tiny-fp32"]}
 BRIDGE_HOST = "spark-sim01"
 BRIDGE_VARIANT = "nvidia-bare"
-# Small bridge runs: the reference variant's single-stream speed is all the bridge compares.
-BRIDGE_SETTINGS = {"bench_select": [BRIDGE_VARIANT], "llm_bench_output_tokens": 128, "llm_bench_runs": 3,
-                   "llm_bench_concurrency": [], "llm_bench_quality": False, "llm_bench_image": False}
+# Small bridge runs: the reference variant's single-stream speed is all the bridge compares (no
+# drift bracket: with one variant it would re-measure the same variant straight after itself).
+BRIDGE_SETTINGS = {"bench_select": [BRIDGE_VARIANT], "llm_bench_output_tokens": 128, "llm_bench_runs": 5,
+                   "llm_bench_concurrency": [], "llm_bench_quality": False, "llm_bench_image": False,
+                   "bench_bracket": False}
 CHART_NOTES = {
     "mtp_uplift.png": "per model × build, bare single-stream tok/s (dark) plus the uplift of its best MTP "
                       "configuration (light), total on top — the seed's first chart",

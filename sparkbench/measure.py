@@ -14,6 +14,11 @@ Definitions (docs/MEASUREMENT.md has the full text):
   stats) or llama.cpp's ``timings``, never from counting chunks; without per-chunk counts the
   server's own timing, or the figure with its bound (``decode_source`` says which). A run without
   a figure keeps ``decode_tok_s: null`` and its reason, and is re-run (at most 2 x --runs).
+* itl_ms of one request = its per-token gaps [ms]: a gap before a chunk of k tokens counts as k
+  gaps of gap/k (per-chunk token counts needed; else null with ``itl_reason``).
+* precision (--target-precision PCT) = 100 x half-width of the 95 % bootstrap interval of the
+  median decode rate (2000 resamples of whole requests, seed 0) / median; more single-stream
+  runs until it is <= PCT or --max-runs runs were attempted.
 * TTFT [s] = arrival of the first chunk that carries content or reasoning - request start.
 * combined tok/s at N parallel = sum of completion_tokens / (last token time - first request start).
 * spec decode per-position acceptance = delta accepted_per_pos{position=i} / delta num_drafts;
@@ -36,6 +41,7 @@ import platform
 import random
 import re
 import selectors
+import shlex
 import shutil
 import signal
 import socket
@@ -53,7 +59,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-SCRIPT_VERSION = "1.1.0"
+SCRIPT_VERSION = "1.2.0"
 SCHEMA_VERSION = "1"
 
 EXIT_COMPLETE = 0
@@ -1070,6 +1076,43 @@ def median(values: list[float]) -> float | None:
     return percentile(values, 50)
 
 
+def bootstrap_medians(values: list[float], resamples: int, rng: random.Random) -> list[float]:
+    """Medians of ``resamples`` bootstrap resamples of ``values`` (drawn with replacement, same
+    size), sorted ascending. Each value is one whole request (its decode rate), so gaps inside
+    a request are never resampled apart. Empty when ``values`` is empty."""
+    if not values:
+        return []
+    k = len(values)
+    out = []
+    for _ in range(resamples):
+        s = sorted(rng.choices(values, k=k))
+        mid = k // 2
+        out.append(s[mid] if k % 2 else (s[mid - 1] + s[mid]) / 2.0)
+    out.sort()
+    return out
+
+
+PRECISION_RESAMPLES = 2000  # bootstrap resamples behind --target-precision
+PRECISION_SEED = 0  # fixed seed: the same runs always give the same achieved precision
+
+
+def median_precision_pct(values: list[float], resamples: int = PRECISION_RESAMPLES,
+                         seed: int = PRECISION_SEED) -> float | None:
+    """Half-width of the 95 % bootstrap interval of the median, in % of the median:
+    100 x (q97.5 - q2.5) / 2 / median, q the percentiles of ``bootstrap_medians(values,
+    resamples, Random(seed))`` (whole requests resampled). None with fewer than 2 values or a
+    median <= 0."""
+    if len(values) < 2:
+        return None
+    mid = median(values)
+    if not mid or mid <= 0:
+        return None
+    meds = bootstrap_medians(values, resamples, random.Random(seed))
+    lo, hi = percentile(meds, 2.5), percentile(meds, 97.5)
+    assert lo is not None and hi is not None
+    return 100.0 * (hi - lo) / 2.0 / mid
+
+
 # --------------------------------------------------------------------------------------------
 # Quality checks and the sandbox
 # --------------------------------------------------------------------------------------------
@@ -1347,11 +1390,23 @@ def names_colour(answer: str, expected: str, palette: list[str]) -> tuple[bool, 
 # Telemetry: nvidia-smi sampler + /proc/meminfo
 # --------------------------------------------------------------------------------------------
 
+# The first eight are the original field set (older documents, fixtures and scripts print them in
+# this order); the clock fields follow, so a reply with only the first eight still parses.
 SMI_FIELDS = ["index", "name", "power.draw", "temperature.gpu", "clocks.sm", "utilization.gpu",
-              "memory.used", "memory.total"]
+              "memory.used", "memory.total", "clocks.current.graphics", "clocks.max.graphics",
+              "clocks_event_reasons.active"]
+SMI_FIELDS_LEGACY = SMI_FIELDS[:8]
+# Query sets tried in order: a driver that does not know a field answers exit 2 'Field "x" is not
+# a valid field to query' (tests/fixtures/measure/nvidia-smi-invalid-field-stderr.txt); the event
+# reasons have their new name from driver 535.54.03, the old one before.
+SMI_QUERIES = [SMI_FIELDS, SMI_FIELDS[:10] + ["clocks_throttle_reasons.active"], SMI_FIELDS_LEGACY]
 # header names nvidia-smi prints for the query names above (it shows the canonical name)
 SMI_ALIASES = {"clocks.current.sm": "clocks.sm", "temperature.gpu.current": "temperature.gpu",
-               "power.draw.instant": "power.draw", "power.draw.average": "power.draw"}
+               "power.draw.instant": "power.draw", "power.draw.average": "power.draw",
+               "clocks.gr": "clocks.current.graphics", "clocks.max.gr": "clocks.max.graphics",
+               "clocks_throttle_reasons.active": "clocks_event_reasons.active"}
+_SMI_TEXT = {"name", "uuid", "pci.bus_id", "pstate", "clocks_event_reasons.active", "driver_version"}
+_SMI_KNOWN = set(SMI_FIELDS) | set(SMI_ALIASES) | _SMI_TEXT
 _NA = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "", "[gpu is lost]"}
 
 
@@ -1363,47 +1418,65 @@ def _smi_number(text: str) -> float | None:
     return float(m.group(0)) if m else None
 
 
-def parse_nvidia_smi_csv(text: str) -> list[dict[str, Any]]:
+def parse_nvidia_smi_csv(text: str, fields: list[str] | None = None) -> list[dict[str, Any]]:
     """Parse ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` output.
 
-    With a header line the columns are matched by name (units such as ``[W]`` stripped); without
-    one the order of SMI_FIELDS is assumed. Lines that are not data rows (comments, command
-    lines) are skipped. ``[N/A]`` becomes None. One dict per GPU row.
+    With a header line the columns are matched by name (units such as ``[W]`` stripped, canonical
+    names mapped back by SMI_ALIASES); without one the order of ``fields`` (default SMI_FIELDS) is
+    assumed, or the eight-field SMI_FIELDS_LEGACY order when a row has eight cells. Lines that are
+    not data rows (comments, command lines) are skipped. ``[N/A]`` becomes None; text fields
+    (name, clocks_event_reasons.active, ...) stay strings. One dict per GPU row.
     """
-    fields = list(SMI_FIELDS)
+    cols = [SMI_ALIASES.get(c, c) for c in (fields or SMI_FIELDS)]
+    header = False
     rows = []
     for line in text.splitlines():
         s = line.strip()
         if not s or s.startswith("#") or s.startswith("$"):
             continue
         cells = [c.strip() for c in s.split(",")]
-        if any(c.split(" [")[0].strip() == "power.draw" for c in cells):
-            fields = [SMI_ALIASES.get(c.split(" [")[0].strip(), c.split(" [")[0].strip()) for c in cells]
+        names = [c.split(" [")[0].strip() for c in cells]
+        if _smi_number(cells[0]) is None and any(n in _SMI_KNOWN for n in names):
+            cols = [SMI_ALIASES.get(n, n) for n in names]
+            header = True
             continue
-        if len(cells) != len(fields):
-            continue
+        use = cols
+        if len(cells) != len(cols):
+            if header or len(cells) != len(SMI_FIELDS_LEGACY):
+                continue
+            use = SMI_FIELDS_LEGACY
         row: dict[str, Any] = {}
-        for name, cell in zip(fields, cells):
-            row[name] = cell if name in ("name", "uuid", "pci.bus_id") else _smi_number(cell)
-        if "power.draw" not in row and "temperature.gpu" not in row:
+        for name, cell in zip(use, cells):
+            if name in _SMI_TEXT:
+                row[name] = None if cell.lower() in _NA else cell
+            else:
+                row[name] = _smi_number(cell)
+        if not any(k in row for k in ("power.draw", "temperature.gpu", "clocks.current.graphics",
+                                      "clocks_event_reasons.active")):
             continue
         rows.append(row)
     return rows
 
 
-def read_meminfo(path: str = "/proc/meminfo") -> float | None:
-    """Used memory [MiB] = MemTotal - MemAvailable from /proc/meminfo (unified memory on a Spark)."""
+def _meminfo_kb(path: str) -> dict[str, float] | None:
+    """/proc/meminfo's numeric fields as {name: kB}; None when the file cannot be read."""
     vals: dict[str, float] = {}
     try:
         with open(path, encoding="ascii") as f:
             for line in f:
                 k, _, v = line.partition(":")
                 parts = v.split()
-                if parts:
-                    vals[k] = float(parts[0])
+                if parts and _smi_number(parts[0]) is not None:
+                    vals[k.strip()] = float(parts[0])
     except OSError:
         return None
-    if "MemTotal" in vals and "MemAvailable" in vals:
+    return vals
+
+
+def read_meminfo(path: str = "/proc/meminfo") -> float | None:
+    """Used memory [MiB] = MemTotal - MemAvailable from /proc/meminfo (unified memory on a Spark)."""
+    vals = _meminfo_kb(path)
+    if vals and "MemTotal" in vals and "MemAvailable" in vals:
         return (vals["MemTotal"] - vals["MemAvailable"]) / 1024.0
     return None
 
@@ -1423,37 +1496,97 @@ def aggregate_gpus(rows: list[dict[str, Any]]) -> dict[str, float | None]:
             "gpu_memory_used_mib": sum(m) if m else None}
 
 
-class Telemetry:
-    """Samples nvidia-smi once a second in a thread; per phase statistics and energy."""
+def aggregate_clocks(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The clock fields of one sample across GPUs: ``graphics_clock_mhz`` = mean of
+    ``clocks.current.graphics`` [MHz] (``clocks.sm`` where the graphics clock is not reported, as in
+    the eight-field set), ``max_graphics_clock_mhz`` = the highest ``clocks.max.graphics`` [MHz]
+    (None when not reported), ``clock_event_reasons`` = the distinct raw reason strings."""
+    gr = [r["clocks.current.graphics"] for r in rows if isinstance(r.get("clocks.current.graphics"), (int, float))]
+    if not gr:
+        gr = [r["clocks.sm"] for r in rows if isinstance(r.get("clocks.sm"), (int, float))]
+    mx = [r["clocks.max.graphics"] for r in rows if isinstance(r.get("clocks.max.graphics"), (int, float))]
+    reasons = sorted({r["clocks_event_reasons.active"] for r in rows if r.get("clocks_event_reasons.active")})
+    return {"graphics_clock_mhz": sum(gr) / len(gr) if gr else None,
+            "max_graphics_clock_mhz": max(mx) if mx else None, "clock_event_reasons": reasons}
 
-    def __init__(self, smi: str, interval: float = 1.0) -> None:
-        self.smi = smi
+
+class Telemetry:
+    """Samples nvidia-smi once a second in a thread; per phase statistics and energy.
+
+    ``argv`` is the nvidia-smi command (``["nvidia-smi"]``, or ``docker exec C nvidia-smi`` split);
+    the query options are appended. :meth:`probe` takes the first sample synchronously (it picks
+    the query set the driver knows and gives the idle reference); :meth:`start` starts the thread.
+    :meth:`in_flight` marks the spans during which requests were on the wire (the Measurement
+    calls it around every request batch), so samples can be judged "under load" later."""
+
+    def __init__(self, smi: str | list[str], interval: float = 1.0) -> None:
+        self.argv = [smi] if isinstance(smi, str) else list(smi)
+        self.smi = self.argv[0]
         self.interval = interval
+        self.query = list(SMI_QUERIES[0])
+        self.last_error: str | None = None
         self.lock = threading.Lock()
         self.phase: str | None = None
         self.samples: dict[str, list[dict[str, Any]]] = {}
         self.bounds: dict[str, list[float]] = {}
+        self.flight: list[list[float]] = []  # [start, end] perf_counter spans with requests in flight
         self.gpu_names: list[str] = []
+        self.idle: dict[str, Any] | None = None
         self.stop_ev = threading.Event()
         self.wake = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
-        self.thread.start()
 
     def sample_once(self) -> dict[str, Any] | None:
-        try:
-            r = subprocess.run([self.smi, "--query-gpu=" + ",".join(SMI_FIELDS),
-                                "--format=csv,noheader,nounits"], capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        rows = parse_nvidia_smi_csv(r.stdout.decode("utf-8", "replace"))
+        """One sample (``t`` = midpoint of the nvidia-smi call, perf_counter seconds), or None with
+        ``last_error`` saying why."""
+        while True:
+            t0 = time.perf_counter()
+            try:
+                r = subprocess.run(self.argv + ["--query-gpu=" + ",".join(self.query),
+                                                "--format=csv,noheader,nounits"], capture_output=True, timeout=10)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                self.last_error = f"{' '.join(self.argv)}: {exc}"
+                return None
+            t1 = time.perf_counter()
+            err = r.stderr.decode("utf-8", "replace").strip()
+            if r.returncode != 0 and "not a valid field" in err:
+                idx = SMI_QUERIES.index(self.query) if self.query in SMI_QUERIES else len(SMI_QUERIES) - 1
+                if idx + 1 < len(SMI_QUERIES):
+                    self.query = list(SMI_QUERIES[idx + 1])
+                    continue
+            if r.returncode != 0:
+                self.last_error = (f"{' '.join(self.argv)} exited {r.returncode}: "
+                                   + (err.splitlines()[-1] if err else "no message"))
+                return None
+            break
+        rows = parse_nvidia_smi_csv(r.stdout.decode("utf-8", "replace"), self.query)
         if not rows:
+            self.last_error = f"{' '.join(self.argv)}: no GPU row in its answer"
             return None
         if not self.gpu_names:
             self.gpu_names = [str(x.get("name")) for x in rows if x.get("name")]
         s: dict[str, Any] = aggregate_gpus(rows)
+        s.update(aggregate_clocks(rows))
         s["memory_used_mib"] = read_meminfo()
-        s["t"] = time.perf_counter()
+        s["t"] = (t0 + t1) / 2.0
         return s
+
+    def probe(self) -> str | None:
+        """The first sample, before any request (the idle reference); None, or why it failed."""
+        self.idle = self.sample_once()
+        return None if self.idle is not None else (self.last_error or "no answer")
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def in_flight(self, on: bool) -> None:
+        """Requests go on the wire (True) or have all finished (False)."""
+        now = time.perf_counter()
+        with self.lock:
+            if on:
+                self.flight.append([now, math.inf])
+            elif self.flight and self.flight[-1][1] == math.inf:
+                self.flight[-1][1] = now
 
     def _loop(self) -> None:
         while not self.stop_ev.is_set():
@@ -1480,11 +1613,14 @@ class Telemetry:
     def close(self) -> None:
         self.stop_ev.set()
         self.wake.set()
-        self.thread.join(timeout=15)
+        if self.thread.is_alive():
+            self.thread.join(timeout=15)
 
     def summary(self, phase: str, tokens: int | None) -> dict[str, Any]:
         """Per-phase statistics; energy_j = mean power [W] x phase duration [s];
-        tokens_per_joule = completion tokens of the phase / energy_j."""
+        tokens_per_joule = completion tokens of the phase / energy_j; graphics_clock_mhz
+        {mean, max, p50} over the phase's samples [MHz], max_graphics_clock_mhz the highest
+        reported maximum, clock_event_reasons the distinct raw reason values."""
         with self.lock:
             ss = list(self.samples.get(phase, []))
             t0, t1 = self.bounds.get(phase, [0.0, 0.0])
@@ -1497,15 +1633,185 @@ class Telemetry:
         power = stat("power_w")
         energy = power["mean"] * dur if power["mean"] is not None else None
         gpu_mem = stat("gpu_memory_used_mib")
+        gclk = stat("graphics_clock_mhz")
+        gclk["p50"] = median([s["graphics_clock_mhz"] for s in ss if isinstance(s.get("graphics_clock_mhz"), (int, float))])
+        mx = [s["max_graphics_clock_mhz"] for s in ss if isinstance(s.get("max_graphics_clock_mhz"), (int, float))]
         return {
             "samples": len(ss), "duration_s": dur, "power_w": power,
             "temperature_c": stat("temperature_c"), "sm_clock_mhz": stat("sm_clock_mhz"),
+            "graphics_clock_mhz": gclk, "max_graphics_clock_mhz": max(mx) if mx else None,
+            "clock_event_reasons": sorted({x for s in ss for x in s.get("clock_event_reasons") or []}),
             "utilization_pct": stat("utilization_pct"),
             "memory_used_mib": stat("memory_used_mib"), "memory_source": "/proc/meminfo",
             "gpu_memory_used_mib": gpu_mem if gpu_mem["mean"] is not None else None,
             "energy_j": energy, "completion_tokens": tokens,
             "tokens_per_joule": (tokens / energy) if (energy and tokens) else None,
         }
+
+    def load_samples(self) -> list[dict[str, Any]]:
+        """The samples of every phase that were taken while requests were in flight."""
+        with self.lock:
+            spans = [(a, b) for a, b in self.flight]
+            ss = [s for v in self.samples.values() for s in v]
+        return [s for s in ss if any(a <= s["t"] <= b for a, b in spans)]
+
+
+# --------------------------------------------------------------------------------------------
+# Run protocol: memory and swap before/after, the clock under load, kernel-log lines
+# --------------------------------------------------------------------------------------------
+
+#: clock_capped: the median graphics clock under load is below this share of the GPU's reported
+#: maximum. spark-gpu-throttle-check (hoesing, 6a27755) fails a GB10 below 1400 of 3003 MHz
+#: (46.6 %) under an SGEMM load; a healthy GB10 runs 2424-2483 MHz (81-83 %) under load and a
+#: USB-PD-capped one 500-850 MHz (17-28 %). 50 % (1501 MHz on a GB10) sits between the two.
+CLOCK_CAPPED_SHARE = 0.50
+#: A sample counts as "under load" when it was taken while requests were in flight AND the GPU
+#: was busy: utilization.gpu >= this [%] where the driver reports it, else (no utilization) a
+#: graphics clock above CLOCK_IDLE_FACTOR x the idle reference clock taken before the first request.
+LOAD_UTILIZATION_PCT = 50.0
+CLOCK_IDLE_FACTOR = 1.5
+#: The clock is judged only on at least this many samples under load (one reading proves little).
+CLOCK_MIN_SAMPLES = 2
+#: host_swapped: pswpin + pswpout grew by more than this many pages during the measured phases.
+SWAP_PAGES_THRESHOLD = 256
+KERNEL_LINES_KEPT = 200
+XID_RE = re.compile(r"NVRM: Xid")
+OOM_RE = re.compile(r"Out of memory: Killed process|oom-kill")
+MEMINFO_KEYS = {"mem_total_mib": "MemTotal", "mem_available_mib": "MemAvailable", "mem_free_mib": "MemFree",
+                "cached_mib": "Cached", "swap_total_mib": "SwapTotal", "swap_free_mib": "SwapFree"}
+
+
+def read_meminfo_fields(path: str = "/proc/meminfo") -> dict[str, float | None] | None:
+    """/proc/meminfo in MiB (kB / 1024, 1 decimal): MemTotal, MemAvailable, MemFree, Cached (page
+    cache), SwapTotal, SwapFree and swap_used_mib = SwapTotal - SwapFree; None when unreadable."""
+    vals = _meminfo_kb(path)
+    if not vals or "MemTotal" not in vals:
+        return None
+    out: dict[str, float | None] = {key: (round(vals[src] / 1024.0, 1) if src in vals else None)
+                                    for key, src in MEMINFO_KEYS.items()}
+    st, sf = out["swap_total_mib"], out["swap_free_mib"]
+    out["swap_used_mib"] = round(st - sf, 1) if st is not None and sf is not None else None
+    return out
+
+
+def read_vmstat(path: str = "/proc/vmstat") -> dict[str, int] | None:
+    """``pswpin`` and ``pswpout`` (pages swapped in / out since boot) from /proc/vmstat; None when
+    unreadable or absent."""
+    vals: dict[str, int] = {}
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 2 and parts[0] in ("pswpin", "pswpout") and parts[1].isdigit():
+                    vals[parts[0]] = int(parts[1])
+    except OSError:
+        return None
+    return vals if len(vals) == 2 else None
+
+
+def swap_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, Any] | None:
+    """Pages swapped in and out between two /proc/vmstat readings."""
+    if not before or not after:
+        return None
+    return {"pswpin": max(0, after["pswpin"] - before["pswpin"]),
+            "pswpout": max(0, after["pswpout"] - before["pswpout"]), "source": "/proc/vmstat"}
+
+
+def read_kernel_log(argv: list[str], timeout: float = 15) -> tuple[list[str] | None, str | None]:
+    """The kernel ring buffer as lines (``dmesg``, or ``docker exec C dmesg``), or (None, why)."""
+    name = " ".join(argv)
+    if not argv or shutil.which(argv[0]) is None:
+        return None, f"{argv[0] if argv else 'kernel log command'} not found on this host (--kernel-log)"
+    try:
+        r = subprocess.run(argv, capture_output=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{name}: {exc}"
+    if r.returncode != 0:
+        err = r.stderr.decode("utf-8", "replace").strip()
+        return None, f"{name} exited {r.returncode}: {err.splitlines()[-1] if err else 'no message'}"
+    return r.stdout.decode("utf-8", "replace").splitlines(), None
+
+
+def new_kernel_lines(before: list[str], after: list[str]) -> list[str]:
+    """Lines of ``after`` that ``before`` did not hold (dmesg lines carry their timestamp, so a
+    line seen again is the same message)."""
+    seen = set(before)
+    return [line for line in after if line.strip() and line not in seen]
+
+
+def judge_clock(samples: list[dict[str, Any]], idle: dict[str, Any] | None) -> dict[str, Any]:
+    """The clock under load from the samples taken while requests were in flight.
+
+    A sample is under load when utilization.gpu >= LOAD_UTILIZATION_PCT, or, where the driver
+    reports no utilization, when its graphics clock exceeds CLOCK_IDLE_FACTOR x the idle clock
+    (with neither, every in-flight sample counts). ``under_load_mhz`` = median graphics clock of
+    those samples [MHz]; ``max_mhz`` = the highest clocks.max.graphics reported [MHz];
+    ``share_of_max`` = under_load_mhz / max_mhz; ``idle_mhz`` = the reference sample taken before
+    the first request. ``reason`` says why a figure is missing."""
+    idle_mhz = (idle or {}).get("graphics_clock_mhz")
+    maxima = [s["max_graphics_clock_mhz"] for s in samples + ([idle] if idle else [])
+              if isinstance(s.get("max_graphics_clock_mhz"), (int, float))]
+    loaded = []
+    for s in samples:
+        clk, util = s.get("graphics_clock_mhz"), s.get("utilization_pct")
+        if not isinstance(clk, (int, float)):
+            continue
+        if isinstance(util, (int, float)):
+            busy = util >= LOAD_UTILIZATION_PCT
+        elif isinstance(idle_mhz, (int, float)):
+            busy = clk > CLOCK_IDLE_FACTOR * idle_mhz
+        else:
+            busy = True
+        if busy:
+            loaded.append(clk)
+    under = median(loaded)
+    top = max(maxima) if maxima else None
+    out: dict[str, Any] = {"max_mhz": top, "under_load_mhz": under,
+                           "share_of_max": round(under / top, 4) if under is not None and top else None,
+                           "samples_under_load": len(loaded), "idle_mhz": idle_mhz, "reason": None}
+    if not samples:
+        out["reason"] = "no GPU sample was taken while requests were in flight"
+    elif not loaded:
+        out["reason"] = (f"none of the {len(samples)} samples taken while requests were in flight had the GPU "
+                         f"busy (utilization >= {LOAD_UTILIZATION_PCT:.0f} %)")
+    elif top is None:
+        out["reason"] = "the driver reports no clocks.max.graphics: the clock is not judged"
+    elif len(loaded) < CLOCK_MIN_SAMPLES:
+        out["reason"] = f"only {len(loaded)} sample under load: the clock is not judged (needs {CLOCK_MIN_SAMPLES})"
+    return out
+
+
+def protocol_flags(clock: dict[str, Any] | None, swap: dict[str, Any] | None,
+                   kernel: dict[str, Any] | None) -> list[dict[str, str]]:
+    """The run-protocol flags, each ``{code, reason}``:
+
+    * ``clock_capped``: at least CLOCK_MIN_SAMPLES samples under load and their median graphics
+      clock < CLOCK_CAPPED_SHARE (50 %) x the reported maximum (the throttle check's 1400 of
+      3003 MHz is 46.6 %);
+    * ``host_swapped``: pswpin + pswpout grew by more than SWAP_PAGES_THRESHOLD pages;
+    * ``gpu_xid`` / ``oom_kill``: new ``NVRM: Xid`` / OOM-killer lines in the kernel log.
+    """
+    flags: list[dict[str, str]] = []
+    if clock and clock.get("share_of_max") is not None and clock["samples_under_load"] >= CLOCK_MIN_SAMPLES:
+        if clock["share_of_max"] < CLOCK_CAPPED_SHARE:
+            flags.append({"code": "clock_capped", "reason": (
+                f"clock {clock['under_load_mhz']:.0f} of {clock['max_mhz']:.0f} MHz under load "
+                f"({100 * clock['share_of_max']:.0f} % of the maximum, below {100 * CLOCK_CAPPED_SHARE:.0f} %; "
+                f"median of {clock['samples_under_load']} samples)")})
+    if swap:
+        moved = swap["pswpin"] + swap["pswpout"]
+        if moved > SWAP_PAGES_THRESHOLD:
+            flags.append({"code": "host_swapped", "reason": (
+                f"the host swapped during the measured phases: {swap['pswpin']} pages in, {swap['pswpout']} out "
+                f"(/proc/vmstat; more than {SWAP_PAGES_THRESHOLD})")})
+    if kernel:
+        if kernel.get("xid"):
+            flags.append({"code": "gpu_xid", "reason": f"GPU Xid in the kernel log: {kernel['xid'][0].strip()}"
+                          + (f" (+{len(kernel['xid']) - 1} more)" if len(kernel["xid"]) > 1 else "")})
+        if kernel.get("oom"):
+            flags.append({"code": "oom_kill", "reason": f"OOM killer in the kernel log: {kernel['oom'][0].strip()}"
+                          + (f" (+{len(kernel['oom']) - 1} more)" if len(kernel["oom"]) > 1 else "")})
+    return flags
 
 
 # --------------------------------------------------------------------------------------------
@@ -1533,6 +1839,7 @@ def _positive_int(name: str) -> Callable[[str], int]:
 
 _non_negative_int = _number(int, 0, False, "an integer >= 0", "non-negative int")
 _positive_float = _number(float, 0.0, True, "a positive number of seconds", "seconds")
+_positive_pct = _number(float, 0.0, True, "a positive percentage (e.g. 1.5)", "percent")
 
 
 def _int_list(minimum: int, what: str) -> Callable[[str], list[int]]:
@@ -1661,6 +1968,20 @@ def load_model_profile(model: str, profiles_dir: str) -> tuple[dict[str, Any] | 
     return None, None
 
 
+def _command(name: str) -> Callable[[str], str]:
+    """A command line option (kept as given, shell-split where used): it must split and not be empty."""
+    def conv(text: str) -> str:
+        try:
+            parts = shlex.split(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a command line ({exc}); fix the quoting") from None
+        if not parts:
+            raise argparse.ArgumentTypeError(f"--{name} needs a command, e.g. --{name} 'docker exec NAME {name}'"
+                                             if name == "nvidia-smi" else f"--{name} needs a command, e.g. dmesg")
+        return text
+    return conv
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="measure.py",
@@ -1675,7 +1996,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Bearer token (default: $SPARKBENCH_API_KEY); never written to the output")
     p.add_argument("--output-tokens", type=_positive_int("output-tokens"), default=256,
                    help="tokens forced per speed request (default 256)")
-    p.add_argument("--runs", type=_positive_int("runs"), default=3, help="single-stream runs (default 3)")
+    p.add_argument("--runs", type=_positive_int("runs"), default=5,
+                   help="single-stream runs (default 5: the fewest per side a verdict can use)")
+    p.add_argument("--target-precision", type=_positive_pct, default=None, metavar="PCT",
+                   help="after --runs valid runs, keep measuring single-stream requests until the 95 %% "
+                        "bootstrap interval of the median decode rate has a half-width <= PCT %% of the "
+                        "median (or --max-runs); default off")
+    p.add_argument("--max-runs", type=_positive_int("max-runs"), default=None, metavar="N",
+                   help="most single-stream runs in all with --target-precision (default 4 x --runs)")
     p.add_argument("--warmup", type=_non_negative_int, default=1, help="warm-up requests, not counted (default 1)")
     p.add_argument("--concurrency", type=_int_list(1, "positive integers"), default=[2, 4, 8],
                    help="parallel levels, e.g. 2,4,8, or 'none' (default 2,4,8)")
@@ -1692,6 +2020,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", action="store_true", help="run the image-input check")
     p.add_argument("--telemetry", choices=["auto", "off"], default="auto",
                    help="sample nvidia-smi once a second per phase when it exists (default auto)")
+    p.add_argument("--nvidia-smi", default=None, metavar="CMD", type=_command("nvidia-smi"),
+                   help="the nvidia-smi command line, shell-split, e.g. 'docker exec C nvidia-smi' (default: "
+                        "nvidia-smi from PATH); 'none': this host has no GPU (telemetry off)")
+    p.add_argument("--kernel-log", default="dmesg", metavar="CMD", type=_command("kernel-log"),
+                   help="command printing the kernel log, shell-split, for new GPU Xid and OOM-killer lines "
+                        "(default dmesg; 'off' to skip)")
     p.add_argument("--request-timeout", type=_positive_float, default=600.0,
                    help="seconds one request may take (default 600)")
     p.add_argument("--stall-timeout", type=_positive_float, default=60.0,
@@ -1739,6 +2073,8 @@ class Measurement:
         self.phase_tokens: dict[str, int] = {}
         self.telemetry: Telemetry | None = None
         self.telemetry_reason: str | None = None
+        self.proto: dict[str, Any] = {"memory_before": None, "vm_before": None, "vm_after": None,
+                                      "kernel_before": None, "kernel_reason": None}
         self.quality_data: dict[str, Any] | None = None
         self.hardware: tuple[dict[str, Any], str] | None = None
         self.llamacpp = False  # the server looks like llama.cpp's llama-server
@@ -1778,8 +2114,11 @@ class Measurement:
             "concurrency": a.concurrency, "context": a.context, "quality": a.quality,
             "quality_max_tokens": a.quality_max_tokens, "quality_file": a.quality_file,
             "sandbox_image": a.sandbox_image, "image": a.image, "telemetry": a.telemetry,
+            "nvidia_smi": getattr(a, "nvidia_smi", None), "kernel_log": getattr(a, "kernel_log", "dmesg"),
             "request_timeout": a.request_timeout, "stall_timeout": a.stall_timeout, "out": a.out,
             "hardware": getattr(a, "hardware", None), "profiles_dir": getattr(a, "profiles_dir", None),
+            "target_precision_pct": getattr(a, "target_precision", None),
+            "max_runs": getattr(a, "max_runs", None),
         }
 
     # ---- errors, warnings and reachability ----------------------------------------------------
@@ -1923,11 +2262,14 @@ class Measurement:
     def begin(self, phase: str) -> SpecCounters | None:
         if self.telemetry:
             self.telemetry.begin(phase)
+        if self.proto["vm_before"] is None:  # swap is counted over the measured phases only
+            self.proto["vm_before"] = read_vmstat()
         return self.scrape()
 
     def end(self, phase: str, before: SpecCounters | None, tokens: int) -> None:
         if self.telemetry:
             self.telemetry.end(phase)
+        self.proto["vm_after"] = read_vmstat()
         self.spec_phases[phase] = (before, self.scrape())
         self.phase_tokens[phase] = tokens
 
@@ -1942,7 +2284,13 @@ class Measurement:
         while True:
             bodies = [chat_body(self.model, m, max_tokens, forced, self.level, self.llamacpp)
                       for m in messages_list]
-            raws = stream_requests(self.ep, bodies, a.request_timeout, a.stall_timeout)
+            if self.telemetry:
+                self.telemetry.in_flight(True)
+            try:
+                raws = stream_requests(self.ep, bodies, a.request_timeout, a.stall_timeout)
+            finally:
+                if self.telemetry:
+                    self.telemetry.in_flight(False)
             results = [decode_stream(r) for r in raws]
             rejected = [r for r in results if r.status in (400, 422)]
             if not self.level_known and rejected and len(rejected) == len(results) and self.level < 2:
@@ -2014,6 +2362,11 @@ class Measurement:
             rec["server_decode_tok_s"] = d.server["decode_tok_s"]
         if d.note:
             rec["chunk_note"] = d.note
+        samples = None if r.error else r.itl_samples()
+        rec["itl_ms"] = [round(x * 1000.0, 3) for x in samples] if samples else None
+        if not samples:
+            rec["itl_reason"] = (r.itl_reason() if samples is None or r.error
+                                 else "fewer than two token arrivals: no gap")
         if d.reason and not r.error:
             rec["decode_reason"] = d.reason
         elif r.error:
@@ -2059,28 +2412,16 @@ class Measurement:
                 bad = attempt - self.doc["single"]["valid_runs"]
                 log(f"single: {bad} of {attempt} runs gave no decode figure; re-running until "
                     f"{a.runs} are valid (at most {limit} runs)")
-            res, forced = self.generate("single", [self.speed_messages()], a.output_tokens, True)
-            r = res[0]
-            rec = self.run_record(r, forced)
-            rec["attempt"] = attempt
-            runs.append(rec)
+            label = f"{attempt + 1}/{a.runs}" if attempt < a.runs else f"re-run {attempt + 1 - a.runs}"
+            rec, r = self.single_run(attempt, label)
             tokens += r.completion_tokens or 0
-            if r.error:
-                self.error("single", attempt, r.error)
-            self.check_length("single", attempt, rec)
             if not rec["valid"] and r.decode_info().retry:
                 retryable = True
-            self.summarise_single()
-            label = f"{attempt + 1}/{a.runs}" if attempt < a.runs else f"re-run {attempt + 1 - a.runs}"
             attempt += 1
-            if not r.error:
-                dec = (f"{rec['decode_tok_s']:.2f} tok/s" if rec["decode_tok_s"] is not None
-                       else f"no decode figure ({rec.get('decode_reason')})")
-                med = self.doc["single"]["decode_tok_s_median"]
-                log(f"single {label}: decode {dec}, TTFT {rec['ttft_s']:.3f} s"
-                    + (f" (median so far {med:.2f} tok/s)" if med else ""))
-            else:
-                log(f"single {label}: failed")
+        if getattr(a, "target_precision", None) is not None:
+            tokens += self.single_precision(attempt)
+        else:
+            self.doc["single"]["precision"] = None
         s = self.doc["single"]
         if s["valid_runs"] < a.runs and s["runs"]:
             self.warn("single_runs_short", f"single stream: {s['valid_runs']} valid of {s['attempted_runs']} "
@@ -2090,6 +2431,69 @@ class Measurement:
             self.warn("prompt_lengths_differ", "single stream: the speed prompts did not all have one token "
                       "length (see single.runs[].prompt_tokens)")
         self.end("single", before, tokens)
+
+    def single_run(self, attempt: int, label: str) -> tuple[dict[str, Any], StreamResult]:
+        """One single-stream request: recorded in single.runs[], summarised, logged."""
+        a = self.args
+        res, forced = self.generate("single", [self.speed_messages()], a.output_tokens, True)
+        r = res[0]
+        rec = self.run_record(r, forced)
+        rec["attempt"] = attempt
+        self.doc["single"]["runs"].append(rec)
+        if r.error:
+            self.error("single", attempt, r.error)
+        self.check_length("single", attempt, rec)
+        self.summarise_single()
+        if not r.error:
+            dec = (f"{rec['decode_tok_s']:.2f} tok/s" if rec["decode_tok_s"] is not None
+                   else f"no decode figure ({rec.get('decode_reason')})")
+            med = self.doc["single"]["decode_tok_s_median"]
+            log(f"single {label}: decode {dec}, TTFT {rec['ttft_s']:.3f} s"
+                + (f" (median so far {med:.2f} tok/s)" if med else ""))
+        else:
+            log(f"single {label}: failed")
+        return rec, r
+
+    def single_precision(self, attempt: int) -> int:
+        """--target-precision: after --runs valid runs, more single-stream requests until the
+        95 % bootstrap interval of the median decode rate has a half-width <= target % of the
+        median (``median_precision_pct``), or --max-runs attempted runs in all. Records
+        ``single.precision`` = {target_pct, achieved_pct, runs_used, reached, max_runs, resamples,
+        seed}; returns the completion tokens of the extra requests."""
+        a = self.args
+        s = self.doc["single"]
+        target = float(a.target_precision)
+        max_runs = a.max_runs or 4 * a.runs
+        tokens = 0
+
+        def achieved() -> float | None:
+            return median_precision_pct([r["decode_tok_s"] for r in s["runs"] if r["decode_tok_s"] is not None])
+
+        pct = achieved()
+        if s["valid_runs"] < a.runs:
+            log(f"single precision: only {s['valid_runs']} of {a.runs} runs are valid; not extending")
+        else:
+            extra = 0
+            while (pct is None or pct > target) and attempt < max_runs:
+                log(f"single precision: median known to ±{pct:.2f} % after {s['valid_runs']} runs; target "
+                    f"±{target:g} %, at most {max_runs} runs" if pct is not None else
+                    f"single precision: no interval yet; target ±{target:g} %, at most {max_runs} runs")
+                extra += 1
+                rec, r = self.single_run(attempt, f"precision run {extra}")
+                attempt += 1
+                tokens += r.completion_tokens or 0
+                if not rec["valid"] and not r.decode_info().retry:
+                    log("single precision: the request gave no decode figure and another would not either; stopping")
+                    break
+                pct = achieved()
+        reached = pct is not None and pct <= target
+        s["precision"] = {"target_pct": target, "achieved_pct": None if pct is None else round(pct, 3),
+                          "runs_used": len(s["runs"]), "reached": reached, "max_runs": max_runs,
+                          "resamples": PRECISION_RESAMPLES, "seed": PRECISION_SEED}
+        log(f"single precision: {'reached' if reached else 'NOT reached'}: median known to "
+            + (f"±{pct:.2f} %" if pct is not None else "(no interval: fewer than 2 valid runs)")
+            + f" (target ±{target:g} %) with {len(s['runs'])} runs")
+        return tokens
 
     def summarise_single(self) -> None:
         s = self.doc["single"]
@@ -2324,30 +2728,94 @@ class Measurement:
             doc["spec_decode"] = top
             doc["spec_decode_reason"] = None
         # telemetry
-        if self.telemetry:
-            self.telemetry.close()
-            phases = {ph: self.telemetry.summary(ph, self.phase_tokens.get(ph))
-                      for ph in self.telemetry.samples}
-            doc["telemetry"] = {"source": "nvidia-smi", "interval_s": self.telemetry.interval,
-                                "gpu_names": self.telemetry.gpu_names, "phases": phases}
+        tel = self.telemetry
+        if tel:
+            tel.close()
+            phases = {ph: tel.summary(ph, self.phase_tokens.get(ph)) for ph in tel.samples}
+            doc["telemetry"] = {"source": "nvidia-smi", "command": " ".join(tel.argv),
+                                "interval_s": tel.interval, "query": ",".join(tel.query),
+                                "gpu_names": tel.gpu_names, "phases": phases}
             doc["telemetry_reason"] = None
             self.telemetry = None
         elif doc["telemetry"] is None:
             doc["telemetry_reason"] = self.telemetry_reason or "not measured"
+        self.finish_protocol(tel)
         return clean_json(doc)
+
+    def start_protocol(self) -> None:
+        """Before anything else: /proc/meminfo and the kernel log as they were."""
+        self.proto["memory_before"] = read_meminfo_fields()
+        kl = getattr(self.args, "kernel_log", "dmesg") or "dmesg"
+        if kl.strip().lower() in ("off", "none"):
+            self.proto["kernel_reason"] = "--kernel-log off"
+            return
+        self.proto["kernel_argv"] = shlex.split(kl)
+        self.proto["kernel_before"], self.proto["kernel_reason"] = read_kernel_log(self.proto["kernel_argv"])
+
+    def finish_protocol(self, tel: Telemetry | None) -> None:
+        """The ``protocol`` block (memory before/after, swap over the measured phases, the clock
+        under load, new kernel-log lines, flags); each flag is also appended to ``warnings``."""
+        pr = self.proto
+        kernel, kreason = None, pr["kernel_reason"]
+        if pr["kernel_before"] is not None:
+            after, why = read_kernel_log(pr["kernel_argv"])
+            if after is None:
+                kreason = f"kernel log readable at the start but not at the end: {why}"
+            else:
+                new = new_kernel_lines(pr["kernel_before"], after)
+                kernel = {"source": " ".join(pr["kernel_argv"]), "new_lines": new[-KERNEL_LINES_KEPT:],
+                          "new_lines_total": len(new), "xid": [x for x in new if XID_RE.search(x)],
+                          "oom": [x for x in new if OOM_RE.search(x)]}
+        if tel is not None:
+            clock = judge_clock(tel.load_samples(), tel.idle)
+        else:
+            clock = {"max_mhz": None, "under_load_mhz": None, "share_of_max": None, "samples_under_load": 0,
+                     "idle_mhz": None, "reason": f"no telemetry: {self.telemetry_reason or 'not measured'}"}
+        swap = swap_delta(pr["vm_before"], pr["vm_after"])
+        flags = protocol_flags(clock, swap, kernel)
+        self.doc["protocol"] = {"memory_before": pr["memory_before"], "memory_after": read_meminfo_fields(),
+                                "swap": swap, "clock": clock, "kernel_log": kernel,
+                                "kernel_log_reason": None if kernel is not None else kreason,
+                                "drop_caches": None, "flags": flags}
+        for fl in flags:
+            self.warn(fl["code"], fl["reason"])
+
+    def start_telemetry(self) -> None:
+        """nvidia-smi from --nvidia-smi (shell-split) or PATH; the first sample is the idle reference."""
+        a = self.args
+        cmd = getattr(a, "nvidia_smi", None)
+        if cmd is not None and cmd.strip().lower() == "none":
+            self.telemetry_reason = "no GPU on this host (--nvidia-smi none)"
+            return
+        if a.telemetry != "auto":
+            self.telemetry_reason = "--telemetry off"
+            return
+        if cmd is None:
+            smi = shutil.which("nvidia-smi")
+            if not smi:
+                self.telemetry_reason = "nvidia-smi not found on this host"
+                return
+            argv = [smi]
+        else:
+            argv = shlex.split(cmd)
+            if not argv or shutil.which(argv[0]) is None:
+                self.telemetry_reason = f"--nvidia-smi {cmd!r}: {argv[0] if argv else 'the command'} not found"
+                return
+        tel = Telemetry(argv)
+        why = tel.probe()
+        if why:
+            self.telemetry_reason = f"nvidia-smi did not answer: {why}"
+            log(f"telemetry off: {self.telemetry_reason}")
+            return
+        tel.start()
+        self.telemetry = tel
 
     def run(self) -> str:
         """All phases in order; returns the final status. Raises Unreachable/Abort/Interrupted."""
         a = self.args
+        self.start_protocol()
         self.probe()
-        if a.telemetry == "auto":
-            smi = shutil.which("nvidia-smi")
-            if smi:
-                self.telemetry = Telemetry(smi)
-            else:
-                self.telemetry_reason = "nvidia-smi not found on this host"
-        else:
-            self.telemetry_reason = "--telemetry off"
+        self.start_telemetry()
         mml = self.doc["server"]["max_model_len"]
         if mml and a.output_tokens + 64 > mml:
             raise Unreachable(f"--output-tokens {a.output_tokens} does not fit the server's max_model_len "
@@ -2416,6 +2884,13 @@ def main(argv: list[str] | None = None) -> int:
         d = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(d):
             parser.error(f"argument --out: directory {d} does not exist")
+    if args.max_runs is not None and args.max_runs < args.runs:
+        parser.error(f"argument --max-runs: {args.max_runs} is fewer than --runs {args.runs}; give "
+                     f"--max-runs >= {args.runs} (default 4 x --runs)")
+    if args.max_runs is not None and args.target_precision is None:
+        parser.error("argument --max-runs: it only bounds --target-precision; give --target-precision PCT too")
+    if args.target_precision is not None and args.max_runs is None:
+        args.max_runs = 4 * args.runs
     if args.quality_file is None:
         args.quality_file = default_quality_file()
     if args.profiles_dir is None:

@@ -9,7 +9,17 @@ measurement settings, and returns for each variant::
 
 so the playbook only puts steps in order and passes these objects along. ``action`` is
 ``measure``, or ``skip`` when a complete result with the same configuration hash is stored (and
-``bench_force`` is off). ``provisioned(plan, failures)`` adds the models whose download failed to
+``bench_force`` is off).
+
+``bracket`` (``bench_bracket``, default true) is one more entry of the same shape, or None: the
+host's *reference* variant — the first variant of the plan whose action is ``measure`` and whose
+preflight verdict is not ``fail`` (the first one this run really launches, so the bracket spans
+the whole measured sequence) — measured again at the end of the sequence, single stream only
+(no parallel, context depth 0, no quality, no image: drift shows in the decode rate, and the
+extra minutes stay small). Same launch spec and configuration hash as the reference; name
+``<variant>.bracket``, result ``<variant>.bracket.json`` (the main result and resume never read
+it); ``bracket: {of: <variant>, position: end}`` goes into its document. bench.yml runs it only
+when the reference's own result of this run is complete. None when no variant is measured. ``provisioned(plan, failures)`` adds the models whose download failed to
 the preflight verdicts. Bad input raises ``InputError`` naming the variable and the fix, before
 any host is touched.
 """
@@ -50,6 +60,7 @@ VARIABLES: dict[str, Any] = {
     "bench_results_dir": str(DEFAULT_RESULTS_DIR),
     "bench_run_id": None,
     "bench_force": False,
+    "bench_bracket": True,
     "vllm_server_host": "127.0.0.1",
     "vllm_server_port": 8000,
     "vllm_server_container_prefix": "sparkbench-vllm",
@@ -62,6 +73,7 @@ VARIABLES: dict[str, Any] = {
     "sparkbench_api_key": "",
     "spark_host_hf_cache": "",
     "sparkbench_gpu_less": False,
+    "spark_host_gpu_probe": "",
     "llm_bench_python": "python3",
     "llm_bench_remote_dir": "",
 }
@@ -108,6 +120,25 @@ def server_settings(v: Mapping[str, Any], host: str) -> dict[str, Any]:
             "hf_cache": str(v["spark_host_hf_cache"] or "") or os.path.expanduser("~/.cache/huggingface"),
             "gpus": not _bool(v["sparkbench_gpu_less"]), "env": dict(v["vllm_server_env"] or {}),
             "secret_env": secret_env, "ready_timeout_s": v["vllm_server_ready_timeout_s"]}
+
+
+def probe_commands(v: Mapping[str, Any], container: str) -> dict[str, str | None]:
+    """measure.py's ``--nvidia-smi`` and ``--kernel-log`` for this host, from ``spark_host_gpu_probe``
+    (empty: ``image`` when ``sparkbench_gpu_less``, else ``host``, as roles/spark_host's default):
+    ``host`` (a real Spark) → None, None (measure.py's defaults: ``nvidia-smi`` and ``dmesg`` on the
+    host); ``image`` (the simulator) → the stand-ins inside the variant's container,
+    ``docker exec <container> nvidia-smi`` / ``docker exec <container> dmesg``; ``none`` (no GPU,
+    e.g. vLLM on a CPU) → ``--nvidia-smi none`` (telemetry off, "no GPU on this host") and the
+    host's ``dmesg``."""
+    probe = str(v.get("spark_host_gpu_probe") or "").strip() or ("image" if _bool(v["sparkbench_gpu_less"]) else "host")
+    if probe not in ("host", "image", "none"):
+        raise InputError(f"spark_host_gpu_probe is {probe!r}; set it to host (the host's nvidia-smi), image (the "
+                         "simulator image's stand-in) or none (no GPU)")
+    if probe == "image":
+        return {"nvidia_smi": f"docker exec {container} nvidia-smi", "kernel_log": f"docker exec {container} dmesg"}
+    if probe == "none":
+        return {"nvidia_smi": "none", "kernel_log": None}
+    return {"nvidia_smi": None, "kernel_log": None}
 
 
 def _summary(entry: Mapping[str, Any], check_mode: bool) -> list[str]:
@@ -158,6 +189,7 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False)
     server = server_settings(v, host)
     known = preflight_mod.load_known_issues()
     remote_dir = str(v["llm_bench_remote_dir"] or f"/tmp/sparkbench-{host}")
+    probes = probe_commands(v, server["container_name"])
     entries = []
     for variant in variants:
         launch = launch_spec(variant, server)
@@ -181,13 +213,14 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False)
             "measure_argv": settings_mod.measure_argv(
                 settings, python=str(v["llm_bench_python"]), script=f"{remote_dir}/measure.py",
                 base_url=launch["base_url"], model=variant["model"], quality_file=f"{remote_dir}/quality.json",
-                sandbox_image=variant["image"]),
+                sandbox_image=variant["image"], **probes),
         }
         entry["summary"] = _summary(entry, check_mode)
         entries.append(entry)
+    bracket = (bracket_entry(entries, v, host, remote_dir, check_mode) if _bool(v["bench_bracket"]) else None)
     return {
         "host": host, "run_id": str(v["bench_run_id"]), "remote_dir": remote_dir, "settings": settings,
-        "names": [e["name"] for e in entries], "variants": entries,
+        "names": [e["name"] for e in entries], "variants": entries, "bracket": bracket,
         "images": list(dict.fromkeys(e["variant"]["image"] for e in entries)),
         # in_image: the model ships inside the image (its profile says so): nothing to download.
         "models": list({(e["variant"]["model"]): {"model": e["variant"]["model"], "revision": e["variant"]["revision"],
@@ -199,6 +232,37 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False)
     }
 
 
+BRACKET_SUFFIX = ".bracket"
+#: What a bracket run measures: single stream only (the rest of the settings as the reference's).
+BRACKET_SETTINGS = {"concurrency": [], "context": [0], "quality": False, "image": False}
+
+
+def reference_entry(entries: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The host's reference variant: the first entry to be measured (action ``measure``) that
+    preflight does not refuse; None when there is none."""
+    return next((e for e in entries if e["action"] == "measure" and e["preflight"].get("verdict") != "fail"), None)
+
+
+def bracket_entry(entries: list[Mapping[str, Any]], v: Mapping[str, Any], host: str, remote_dir: str,
+                  check_mode: bool = False) -> dict[str, Any] | None:
+    """The bracket plan entry (see the module docstring), or None without a reference."""
+    ref = reference_entry(entries)
+    if ref is None:
+        return None
+    name = f"{ref['name']}{BRACKET_SUFFIX}"
+    settings = {**ref["settings"], **BRACKET_SETTINGS}
+    entry = {**ref, "name": name, "action": "measure", "settings": settings,
+             "result_path": str(result_path(v["bench_results_dir"], v["bench_run_id"], host, name)),
+             "bracket": {"of": ref["name"], "position": "end"},
+             "measure_argv": settings_mod.measure_argv(
+                 settings, python=str(v["llm_bench_python"]), script=f"{remote_dir}/measure.py",
+                 base_url=ref["launch"]["base_url"], model=ref["variant"]["model"],
+                 quality_file=f"{remote_dir}/quality.json", sandbox_image=ref["variant"]["image"])}
+    entry["summary"] = ([f"bracket: {ref['name']} again at the end of the host's sequence, single stream only "
+                         f"(drift check; bench_bracket=false turns it off)"] + _summary(entry, check_mode))
+    return entry
+
+
 def provisioned(plan: Mapping[str, Any], download_failures: Mapping[str, str] | None) -> dict[str, Any]:
     """The plan with each failed model download added to its variants' preflight verdicts
     (matched against known_issues.yml for the reason and the remedy)."""
@@ -206,19 +270,24 @@ def provisioned(plan: Mapping[str, Any], download_failures: Mapping[str, str] | 
         return dict(plan)
     known = preflight_mod.load_known_issues()
     out = dict(plan)
-    out["variants"] = []
-    for entry in plan["variants"]:
+
+    def with_download(entry: Mapping[str, Any]) -> Mapping[str, Any]:
         error = (download_failures or {}).get(entry["variant"]["model"])
-        if error:
-            match = preflight_mod.vllm_log_match(error, known)
-            fail = {"id": match["id"] if match else "model_download",
-                    "reason": match["reason"] if match else f"model download failed: {str(error).strip()[-300:]}",
-                    "remedy": match["remedy"] if match else "check the model id, revision and network; run hf download by hand"}
-            entry = dict(entry)
-            entry["preflight"] = {**entry["preflight"], "verdict": "fail",
-                                  "failures": list(entry["preflight"].get("failures") or []) + [fail]}
-            entry["summary"] = _summary(entry, False)
-        out["variants"].append(entry)
+        if not error:
+            return entry
+        match = preflight_mod.vllm_log_match(error, known)
+        fail = {"id": match["id"] if match else "model_download",
+                "reason": match["reason"] if match else f"model download failed: {str(error).strip()[-300:]}",
+                "remedy": match["remedy"] if match else "check the model id, revision and network; run hf download by hand"}
+        entry = dict(entry)
+        entry["preflight"] = {**entry["preflight"], "verdict": "fail",
+                              "failures": list(entry["preflight"].get("failures") or []) + [fail]}
+        entry["summary"] = _summary(entry, False)
+        return entry
+
+    out["variants"] = [with_download(e) for e in plan["variants"]]
+    if plan.get("bracket"):
+        out["bracket"] = with_download(plan["bracket"])
     return out
 
 

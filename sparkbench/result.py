@@ -8,7 +8,9 @@ launch, launch_command, config_hash, manifest, profile, preflight, server_startu
 variant that did not complete, a ``failure`` object ``{stage, reason, remedy, log_excerpt,
 issues}``. Stages: ``host`` (provisioning failed for the whole host), ``preflight`` (a known
 pitfall refused the variant), ``launch`` (the container did not become ready), ``measure``
-(measure.py failed or was incomplete). Every document is validated against
+(measure.py failed or was incomplete). A bracket run (the reference variant measured again at
+the end of the host's sequence, ``sparkbench.plan``) is written the same way to
+``<variant>.bracket.json`` with ``bracket: {of, position: "end"}``. Every document is validated against
 ``schema/result.schema.json`` before it is written (``write``): an invalid one is a bug and
 raises ``DocumentError`` naming the first wrong fields.
 """
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .paths import SCHEMA_PATH
-from .secrets import public_env
+from . import engine_log
+from .secrets import public_env, redact_text
 
 SCHEMA_VERSION = "1"
 STAGES = ("host", "preflight", "launch", "measure")
@@ -160,11 +163,38 @@ def failure_document(context: Mapping[str, Any], fail: Mapping[str, Any],
     return validate(doc)
 
 
+def kernels_block(log_text: Any, secret_values: Any = ()) -> dict[str, Any] | None:
+    """The ``kernels`` block (:func:`sparkbench.engine_log.parse_engine_log`) of a server's startup
+    log, every string in it passed through :func:`sparkbench.secrets.redact_text` (the known
+    ``secret_values`` and anything named or shaped like a secret) before it can be stored; the
+    raw log itself is never stored. None when there is no log text."""
+    if not str(log_text or "").strip():
+        return None
+    values = [str(v) for v in secret_values or () if v]
+    k = engine_log.parse_engine_log(str(log_text))
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, str):
+            return redact_text(v, values)
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return v
+    out = {key: clean(v) for key, v in k.items() if key != "lines"}
+    out["lines"] = {field: clean(line) for field, line in k["lines"].items()}
+    return out
+
+
 def complete_document(context: Mapping[str, Any], measured: Mapping[str, Any],
-                      startup: Mapping[str, Any] | None = None, stderr: Any = "") -> dict[str, Any]:
-    """measure.py's measured block + the context; an incomplete one gets ``failure {stage: measure}``."""
+                      startup: Mapping[str, Any] | None = None, stderr: Any = "",
+                      secret_values: Any = ()) -> dict[str, Any]:
+    """measure.py's measured block + the context; an incomplete one gets ``failure {stage: measure}``.
+    ``startup`` (the vllm_server role's wait result) gives ``server_startup`` and, from its
+    ``startup_log``, the ``kernels`` block (:func:`kernels_block`)."""
     doc = dict(measured)
     doc.update(context)
+    kernels = kernels_block((startup or {}).get("startup_log"), secret_values)
+    if kernels is not None:
+        doc["kernels"] = kernels
     man = dict(doc["manifest"])
     man["vllm_version"] = (measured.get("server") or {}).get("version")
     if measured.get("simulated") is not None:
@@ -291,10 +321,41 @@ def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, l
     return failure(stage, reason or (failed or {}).get("msg")), None
 
 
+def drop_caches_outcome(raw: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``protocol.drop_caches`` from the playbook's outcome (``{requested, done, reason}``, values
+    possibly strings from Jinja): booleans, and ``reason`` None when the drop was done."""
+    if not raw:
+        return None
+
+    def flag(v: Any) -> bool:
+        return v.strip().lower() in ("1", "true", "yes", "on") if isinstance(v, str) else bool(v)
+
+    done = flag(raw.get("done"))
+    why = str(raw.get("reason") or "").strip()
+    return {"requested": flag(raw.get("requested")), "done": done,
+            "reason": None if done or why in ("", "None") else why}
+
+
+def with_drop_caches(doc: dict[str, Any], raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The document with the controller's page-cache outcome in ``protocol.drop_caches`` (a
+    document without a protocol block gets one holding only that and no flags)."""
+    outcome = drop_caches_outcome(raw)
+    if outcome is None:
+        return doc
+    proto = doc.get("protocol")
+    return {**doc, "protocol": {**proto, "drop_caches": outcome} if isinstance(proto, Mapping)
+            else {"drop_caches": outcome, "flags": []}}
+
+
 def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bool, *,
            measure: Mapping | None = None, startup: Mapping | None = None, launch_failure: Mapping | None = None,
-           failed: Mapping | None = None, reason: Any = None) -> dict[str, Any]:
-    """Build, validate and write one planned variant's document; returns ``{path, status, failure}``."""
+           failed: Mapping | None = None, reason: Any = None, secret_values: Any = (),
+           drop_caches: Mapping | None = None) -> dict[str, Any]:
+    """Build, validate and write one planned variant's document; returns ``{path, status, failure}``.
+
+    ``secret_values``: the run's secrets (HF token, API key), masked in anything taken from the
+    server log (``kernels``). A failed variant's document carries ``kernels`` too when a log says
+    any: the startup log of a server that became ready, else the failed container's log tail."""
     context = context_fields(entry, host)
     doc = None
     if ok:
@@ -303,7 +364,7 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
             ok, stage, reason = False, "measure", "measure.py wrote no JSON document"
         else:
             try:
-                doc = complete_document(context, measured, startup, (measure or {}).get("stderr"))
+                doc = complete_document(context, measured, startup, (measure or {}).get("stderr"), secret_values)
             except DocumentError as exc:
                 ok, stage, reason = False, "measure", str(exc)
     if doc is None:
@@ -313,5 +374,12 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
             doc = failure_document(context, fail, measured)
         except DocumentError:  # the measured block itself is malformed: keep the failure, drop the block
             doc = failure_document(context, fail, None)
+        kernels = kernels_block((startup or {}).get("startup_log") or (launch_failure or {}).get("log_excerpt"),
+                                secret_values)
+        if kernels is not None and any(kernels[f] is not None for f in engine_log.FIELDS):
+            doc = {**doc, "kernels": kernels}
+    if entry.get("bracket"):  # a bracket run (sparkbench.plan.bracket_entry): <variant>.bracket.json
+        doc = {**doc, "bracket": {"of": str(entry["bracket"]["of"]), "position": str(entry["bracket"]["position"])}}
+    doc = with_drop_caches(doc, drop_caches)  # protocol.drop_caches: bench_drop_caches' outcome
     path = write(doc, entry["result_path"])
     return {"path": str(path), "status": doc["status"], "variant": entry["name"], "failure": doc.get("failure")}

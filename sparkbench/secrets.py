@@ -58,3 +58,28 @@ def scrub_text(text: str, values: Iterable[str]) -> str:
         if value:
             text = text.replace(value, REDACTED)
     return text
+
+
+_HF_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
+_NAME_VALUE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+_FLAG_VALUE = re.compile(r"--([A-Za-z0-9][A-Za-z0-9_-]*)([ =])(\S+)")
+#: ``'api_key': ['x']`` / ``"hf_token": "x"``: a dict or list repr, as vLLM's ``non-default args`` line prints it.
+_KEY_VALUE = re.compile(r"""(['"])([A-Za-z_][A-Za-z0-9_]*)\1(\s*:\s*)(\[[^\]]*\]|'[^']*'|"[^"]*"|[^,}\s]+)""")
+
+
+def redact_text(text: str, values: Iterable[str] = ()) -> str:
+    """Free text (a server log line) with secrets replaced by ``<redacted>``: every value in
+    ``values`` (:func:`scrub_text`), anything shaped like a Hugging Face token (``hf_…``), and the
+    value of a secret name written ``NAME=value``, ``--flag value`` / ``--flag=value``, or
+    ``'name': value`` (the dict repr of vLLM's ``non-default args`` line: ``'api_key': ['sk-…']``)."""
+    out = _HF_TOKEN_VALUE.sub(REDACTED, scrub_text(str(text), values))
+    out = _NAME_VALUE.sub(lambda m: f"{m.group(1)}={REDACTED}" if is_secret_name(m.group(1)) else m.group(0), out)
+
+    def flag(m: re.Match) -> str:
+        name = m.group(1)
+        secret = name in SECRET_FLAGS or is_secret_name(name.replace("-", "_"))
+        return f"--{name}{m.group(2)}{REDACTED}" if secret else m.group(0)
+
+    out = _FLAG_VALUE.sub(flag, out)
+    return _KEY_VALUE.sub(lambda m: (f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}'{REDACTED}'"
+                                     if is_secret_name(m.group(2)) else m.group(0)), out)

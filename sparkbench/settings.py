@@ -13,6 +13,11 @@ Rules (units: tokens, requests, seconds, GB, GB/s):
 * ``llm_bench_concurrency``: list of integers ≥ 1 (``[]`` = no parallel phase)
 * ``llm_bench_context``: list of integers ≥ 0
 * ``llm_bench_request_timeout_s``, ``llm_bench_stall_timeout_s``: number > 0
+* ``llm_bench_target_precision_pct``: null (off) or a number > 0 [% of the median]: more
+  single-stream runs until the 95 % bootstrap interval of the median decode rate has at most this
+  half-width (measure.py ``--target-precision``)
+* ``llm_bench_max_runs``: null (4 × runs) or a whole number >= ``llm_bench_runs``; only with a
+  target precision (measure.py ``--max-runs``)
 * model profiles: ``download_size_gb``, ``total_params_b``, ``active_params_b``, ``weight_bits``,
   ``max_model_len`` numbers > 0 when present; ``gated`` / ``hybrid`` booleans; ``revision`` a
   non-empty string
@@ -22,6 +27,7 @@ Rules (units: tokens, requests, seconds, GB, GB/s):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -67,6 +73,13 @@ def _int_list(value: Any) -> list[Any] | None:
 _OK = object()
 
 
+def _optional(value: Any) -> Any:
+    """None for an unset optional setting (None, "", or "null"/"none" as ``-e`` spells it)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "null", "none", "~")):
+        return None
+    return value
+
+
 def _bad_item(value: Any, minimum: int) -> Any:
     """The first item of a list setting that is not a whole number >= minimum (the value itself
     when it is not a list); ``_OK`` when every item is fine."""
@@ -91,7 +104,7 @@ def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, An
             n = _as_int(settings[key])
             if n is None or n < 1:
                 errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be a whole number >= 1 (e.g. "
-                              f"{ {'output_tokens': 256, 'runs': 3, 'quality_max_tokens': 4096}[key] })")
+                              f"{ {'output_tokens': 256, 'runs': 5, 'quality_max_tokens': 4096}[key] })")
     for key in _NON_NEGATIVE_INTS:
         if key in settings:
             n = _as_int(settings[key])
@@ -102,6 +115,23 @@ def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, An
             x = _as_number(settings[key])
             if x is None or x <= 0:
                 errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be a number of seconds > 0")
+    target = _optional(settings.get("target_precision_pct"))
+    if target is not None and ((x := _as_number(target)) is None or x <= 0 or not math.isfinite(x)):
+        errors.append(f"llm_bench_target_precision_pct is {target!r}; it must be null (off) or a percentage "
+                      f"> 0 of the median (e.g. 1.5)")
+    max_runs = _optional(settings.get("max_runs"))
+    if max_runs is not None:
+        n, runs = _as_int(max_runs), _as_int(settings.get("runs", DEFAULTS["runs"]))
+        if n is None or n < 1:
+            errors.append(f"llm_bench_max_runs is {max_runs!r}; it must be null (4 × llm_bench_runs) or a whole "
+                          f"number >= llm_bench_runs (e.g. 20)")
+        elif runs is not None and n < runs:
+            errors.append(f"llm_bench_max_runs is {n}, fewer than llm_bench_runs {runs}; set it >= {runs} "
+                          f"or null (4 × llm_bench_runs)")
+        elif target is None:
+            errors.append(f"llm_bench_max_runs is {n} but llm_bench_target_precision_pct is null: the limit "
+                          f"only applies to a target precision; set llm_bench_target_precision_pct or "
+                          f"leave llm_bench_max_runs null")
     for key, minimum, what in (("concurrency", 1, "a list of parallel levels >= 1 (e.g. [2, 4, 8]) or [] for none"),
                                ("context", 0, "a list of prompt depths >= 0 tokens (e.g. [0] or [4096, 16384])")):
         if key in settings:
@@ -137,7 +167,7 @@ def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, An
 #: the measure.py option it becomes (None: handled by measure_argv itself).
 DEFAULTS: dict[str, Any] = {
     "output_tokens": 256,
-    "runs": 3,
+    "runs": 5,
     "warmup": 1,
     "concurrency": [2, 4, 8],
     "context": [0],
@@ -147,6 +177,8 @@ DEFAULTS: dict[str, Any] = {
     "telemetry": "auto",
     "request_timeout_s": 600,
     "stall_timeout_s": 60,
+    "target_precision_pct": None,
+    "max_runs": None,
 }
 _OPTIONS = {"output_tokens": "--output-tokens", "runs": "--runs", "warmup": "--warmup",
             "quality_max_tokens": "--quality-max-tokens", "telemetry": "--telemetry",
@@ -177,12 +209,19 @@ def normalize(settings: Mapping[str, Any]) -> dict[str, Any]:
     out["telemetry"] = str(raw["telemetry"])
     for key in ("request_timeout_s", "stall_timeout_s"):
         out[key] = float(raw[key])
+    target, max_runs = _optional(raw["target_precision_pct"]), _optional(raw["max_runs"])
+    out["target_precision_pct"] = None if target is None else float(target)
+    out["max_runs"] = None if max_runs is None else int(max_runs)
     return out
 
 
 def measure_argv(settings: Mapping[str, Any], *, python: str, script: str, base_url: str, model: str,
-                 quality_file: str, sandbox_image: str) -> list[str]:
-    """measure.py's command line for one variant (JSON on stdout: ``--out -``)."""
+                 quality_file: str, sandbox_image: str, nvidia_smi: str | None = None,
+                 kernel_log: str | None = None) -> list[str]:
+    """measure.py's command line for one variant (JSON on stdout: ``--out -``).
+
+    ``nvidia_smi`` / ``kernel_log``: measure.py's ``--nvidia-smi`` / ``--kernel-log`` command lines
+    (None: its defaults, the host's ``nvidia-smi`` and ``dmesg``); see ``sparkbench.plan.probe_commands``."""
     s = normalize(settings)
     argv = [python, script, "--base-url", base_url, "--model", model]
     for key, option in _OPTIONS.items():
@@ -190,9 +229,17 @@ def measure_argv(settings: Mapping[str, Any], *, python: str, script: str, base_
         argv += [option, str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)]
     argv += ["--concurrency", ",".join(str(n) for n in s["concurrency"]) or "none",
              "--context", ",".join(str(n) for n in s["context"]) or "0",
-             "--quality-file", quality_file, "--sandbox-image", sandbox_image, "--out", "-"]
+             "--quality-file", quality_file, "--sandbox-image", sandbox_image]
+    if nvidia_smi is not None:
+        argv += ["--nvidia-smi", nvidia_smi]
+    if kernel_log is not None:
+        argv += ["--kernel-log", kernel_log]
+    argv += ["--out", "-"]
     if s["quality"]:
         argv.append("--quality")
     if s["image"]:
         argv.append("--image")
+    if s["target_precision_pct"] is not None:
+        argv += ["--target-precision", f"{s['target_precision_pct']:g}",
+                 "--max-runs", str(s["max_runs"] or 4 * s["runs"])]
     return argv

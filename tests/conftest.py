@@ -39,6 +39,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_in(lo: int, hi: int) -> int:
+    """A free TCP port on 127.0.0.1 in [lo, hi) (a test file's own range, so files that run
+    servers at the same time never collide), starting at a per-process offset; skips the test
+    when the whole range is taken."""
+    span = hi - lo
+    start = os.getpid() % span
+    for i in range(span):
+        port = lo + (start + i) % span
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip(f"no free port in {lo}-{hi - 1}")
+
+
 def docker_available() -> tuple[bool, str]:
     """(True, "") when a Docker engine answers; else (False, why)."""
     try:

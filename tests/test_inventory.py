@@ -65,13 +65,16 @@ def test_group_vars_hold_the_seed_matrix_and_settings():
     assert variants[2]["args"]["speculative-config"] == {"method": "mtp", "num_speculative_tokens": 3}
     assert matrix["bench_backend_comparison"] is False
     assert [e["args"]["moe-backend"] for e in matrix["bench_backend_variants"]] == ["auto", "marlin", "flashinfer_b12x"]
-    assert (bench["llm_bench_output_tokens"], bench["llm_bench_runs"], bench["llm_bench_concurrency"]) == (256, 3, [2, 4, 8])
+    # 5 runs, not the seed's 3: a verdict needs 5 requests per side (sparkbench.verdict.MIN_REQUESTS)
+    assert (bench["llm_bench_output_tokens"], bench["llm_bench_runs"], bench["llm_bench_concurrency"]) == (256, 5, [2, 4, 8])
     assert bench["llm_bench_quality"] is True and bench["llm_bench_image"] is True and bench["bench_force"] is False
+    assert bench["bench_bracket"] is True and bench["llm_bench_target_precision_pct"] is None
 
 
 def test_playbooks_pass_syntax_check():
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    for pb in ("bench.yml", "playbooks/provision.yml", "playbooks/report.yml", "playbooks/teardown.yml"):
+    for pb in ("bench.yml", "playbooks/provision.yml", "playbooks/report.yml", "playbooks/teardown.yml",
+               "playbooks/health.yml"):
         proc = subprocess.run([str(BIN / "ansible-playbook"), "--syntax-check", pb], capture_output=True, text=True,
                               env=env, cwd=REPO, timeout=120)
         assert proc.returncode == 0, (pb, proc.stdout[-1500:], proc.stderr[-1500:])

@@ -106,7 +106,8 @@ def test_every_host_and_variant_has_a_result_and_the_table_is_printed(bench, fir
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     run = bench.results / "T1"
     for host in HOSTS:
-        assert sorted(p.stem for p in (run / host).glob("*.json")) == sorted(VARIANTS)
+        assert sorted(p.stem for p in (run / host).glob("*.json")
+                      if not p.name.endswith(".bracket.json")) == sorted(VARIANTS)
     out = proc.stdout
     assert "SIMULATED: figures come from the vLLM simulator" in out
     assert "single tok/s" in out and "2× tok/s" in out
@@ -143,11 +144,40 @@ def test_complete_results_carry_the_contract_fields(bench, first_run):
             assert len(m["sparkbench_version"]) >= 7 and m["settings"]["output_tokens"] == "32" or m["settings"]["output_tokens"] == 32
             assert 0 < doc["server_startup"]["time_to_ready_s"] < 60
             assert doc["server_startup"]["model_memory_gib"] > 1
+            k = doc["kernels"]  # read off the startup log the wait returned (sparkbench.engine_log)
+            assert k["moe_backend"] and k["kv_cache_tokens"] > 0 and k["model_load_gib"] == doc["server_startup"]["model_memory_gib"]
             assert doc["profile"]["hardware"]["bandwidth_gbs"] == 273
             assert doc["profile"]["model"]["active_params_b"] > 0
             assert doc["single"]["decode_tok_s_median"] > 0
         mtp = json.loads((bench.results / "T1" / host / "unsloth-mtp2.json").read_text())
         assert len(mtp["spec_decode"]["acceptance_per_position"]) == 2
+
+
+def test_the_reference_variant_is_measured_again_at_the_end(bench, first_run):
+    """Bracketing: nvidia-bare (each host's first measured variant) once more after the host's
+    last variant, single stream only, into nvidia-bare.bracket.json; the main result untouched."""
+    proc, _ = first_run
+    schema = json.loads((REPO / "schema/result.schema.json").read_text())
+    run = bench.results / "T1"
+    for host in HOSTS:
+        assert [p.name for p in (run / host).glob("*.bracket.json")] == ["nvidia-bare.bracket.json"]
+        b = json.loads((run / host / "nvidia-bare.bracket.json").read_text())
+        main = json.loads((run / host / "nvidia-bare.json").read_text())
+        jsonschema.validate(b, schema)
+        assert b["bracket"] == {"of": "nvidia-bare", "position": "end"} and "bracket" not in main
+        assert b["status"] == "complete" and b["host"] == host and b["variant"]["name"] == "nvidia-bare"
+        assert b["config_hash"] == main["config_hash"] and b["launch_command"] == main["launch_command"]
+        assert b["parallel"] == [] and b["quality"] == [] and b["image"] is None and main["parallel"]
+        assert b["single"]["valid_runs"] == 2 and b["single"]["decode_tok_s_median"] > 0
+        assert all(r["itl_ms"] for r in b["single"]["runs"] + main["single"]["runs"] if r["valid"])
+        # it ran last: after every other variant of the host had finished
+        others = [json.loads(p.read_text()) for p in (run / host).glob("*.json") if not p.name.endswith(".bracket.json")]
+        assert b["started_at"] >= max(d["finished_at"] for d in others if d.get("finished_at"))
+    # The report compares the two (2 requests a side: too few for a verdict, and it says so).
+    report = (run / "report.md").read_text()
+    section = report[report.index("## Drift (bracketing)"):]
+    assert "not enough requests for a verdict (2 and 2 requests" in section
+    assert "TASK [Bench | bracket the sequence with the reference variant]" in proc.stdout
 
 
 def test_mamba_variant_fails_at_preflight_and_bypassed_one_at_launch_by_log_signature(bench, first_run):
@@ -208,6 +238,9 @@ def test_report_playbook_compares_with_a_baseline_and_names_stored_runs(bench, f
             doc["manifest"]["vllm_version"] = "0.24.0"
             for key in ("decode_tok_s_median", "decode_tok_s_min", "decode_tok_s_max"):
                 doc["single"][key] *= 0.98
+            for r in doc["single"]["runs"]:
+                if r["decode_tok_s"] is not None:
+                    r["decode_tok_s"] *= 0.98
             (base / host / f"{name}.json").write_text(json.dumps(doc))
     results_before = {p: p.read_bytes() for p in (bench.results / "T1").glob("*/*.json")}
 
@@ -221,6 +254,9 @@ def test_report_playbook_compares_with_a_baseline_and_names_stored_runs(bench, f
     pairs = doc["run_compare"]["bridge"]["pairs"]
     assert {(p["host"], p["variant"]) for p in pairs} == {(h, v) for h in HOSTS for v in ("nvidia-bare", "unsloth-mtp2")}
     assert all(1.5 < p["single_pct"] < 2.6 for p in pairs), pairs  # 1 / 0.98 − 1 = +2.04 %
+    # 2 runs per side: below the 5 a verdict needs, and the bridge says so.
+    assert all(p["bridge_verdict"]["kind"] == "not_enough" for p in pairs), pairs
+    assert "not enough requests for a verdict" in (run / "report.md").read_text()
     assert "Version bridge against run T0: vLLM 0.24.0 → 0.25.0" in proc.stdout
     assert "figures comparable across the runs" in proc.stdout
     assert f"Report: {run}/report.html" in proc.stdout

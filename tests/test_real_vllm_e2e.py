@@ -159,6 +159,9 @@ def real_run(tmp_path_factory):
         # chunk on a busy 2-core machine stays well inside 3 % of the decode time.
         "llm_bench_output_tokens": 256, "llm_bench_runs": RUNS, "llm_bench_warmup": 0, "llm_bench_concurrency": [],
         "llm_bench_request_timeout_s": 60, "llm_bench_stall_timeout_s": 30,
+        # No bracket run: it would start real vLLM once more (1-3 min on 2 cores); bracketing is
+        # tested end to end on the simulated hosts (tests/test_playbook_bench.py).
+        "bench_bracket": False,
     }
     (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",

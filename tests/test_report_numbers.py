@@ -90,7 +90,10 @@ def test_head_to_head_seed_unsloth_minus_16_7(seed):
     assert len(single) == 1  # only spec=2 has both builds published
     assert single[0]["config"] == "mtp2" and single[0]["build"] == "unsloth"
     assert round(single[0]["pct_diff"], 1) == -16.7
-    assert single[0]["within_noise"] is None  # the seed publishes no ranges
+    # the seed publishes medians only: no per-request data, no verdict
+    assert single[0]["verdict"]["kind"] == "not_enough"
+    assert single[0]["verdict"]["text"] == ("not enough requests for a verdict (0 and 0 requests; "
+                                            "5 per side needed: --runs 5)")
 
 
 def test_head_to_head_fleet_gap_closes_at_8(fleet):
@@ -98,11 +101,38 @@ def test_head_to_head_fleet_gap_closes_at_8(fleet):
     s = next(x for x in out["summary"] if x["host"] == "spark-sim01")
     assert round(s["single_pct_min"], 1) == round((81.0 - 97.0) / 97.0 * 100, 1)  # −16.5 % at mtp2
     assert round(s["single_pct_max"], 1) == round((66.5 - 76.0) / 76.0 * 100, 1)  # −12.5 % at bare
-    assert s["single_all_within_noise"] is False
-    assert s["c8_all_within_noise"] is True  # |Δ8| < 2 % single-stream spread
+    assert s["single_kinds"] == ["differs"] * 3
+    assert s["c8_kinds"] == ["no_difference"] * 3  # |Δ8| ≤ 0.9 % against 1 % per-stream noise
     c8_mtp2 = next(r for r in out["rows"] if r["host"] == "spark-sim01" and r["config"] == "mtp2"
                    and r["metric"] == "combined_8")
     assert c8_mtp2["pct_diff"] == pytest.approx((474.0 - 470.0) / 470.0 * 100)  # unsloth edges ahead
+    assert c8_mtp2["verdict"]["text"].startswith("no difference detectable above ")
+
+
+@pytest.mark.parametrize("config", ["bare", "mtp2", "mtp3"])
+def test_head_to_head_fleet_unsloth_differs_with_interval(fleet, config):
+    out = compare.head_to_head(fleet)
+    for host in ("spark-sim01", "spark-sim02", "spark-sim03"):
+        row = next(r for r in out["rows"] if r["host"] == host and r["config"] == config
+                   and r["metric"] == "single")
+        v = row["verdict"]
+        assert v["kind"] == "differs" and v["n_reference"] == v["n_other"] == 5
+        assert v["lo"] < v["pct"] < v["hi"] < 0
+        assert v["pct"] == pytest.approx(row["pct_diff"])  # the runs' medians are the recorded medians
+        assert v["text"] == f"differs by {v['pct']:+.1f} % [{v['lo']:+.1f}, {v['hi']:+.1f}]".replace("-", "−")
+        # 2 and 4 streams are too few for a verdict; 8 are enough
+        c2 = next(r for r in out["rows"] if r["host"] == host and r["config"] == config
+                  and r["metric"] == "combined_2")
+        assert c2["verdict"]["text"] == ("not enough requests for a verdict (2 and 2 requests; "
+                                         "5 per side needed: measure at 5 or more parallel)")
+
+
+def test_head_to_head_marks_drifted_host_unreliable(fleet):
+    drift = {"spark-sim02": {"unreliable": True, "text": "nvidia-bare drifted −3.1 %"},
+             "spark-sim01": {"unreliable": False, "text": "no drift detectable above 1.2 %"}}
+    out = compare.head_to_head(fleet, drift=drift)
+    marks = {r["host"]: r["unreliable"] for r in out["rows"]}
+    assert marks == {"spark-sim01": None, "spark-sim02": "nvidia-bare drifted −3.1 %", "spark-sim03": None}
 
 
 def test_head_to_head_reference_override_and_bad_name(fleet):
@@ -112,10 +142,15 @@ def test_head_to_head_reference_override_and_bad_name(fleet):
         compare.head_to_head(fleet, reference_build="amd")
 
 
-def test_ranges_overlap():
-    assert compare.ranges_overlap((1, 2), (2, 3)) is True
-    assert compare.ranges_overlap((1, 2), (2.1, 3)) is False
-    assert compare.ranges_overlap((None, 2), (1, 3)) is None
+def test_fleet_verdicts_host_against_its_peers(fleet):
+    out = compare.fleet_compare(fleet, threshold_pct=5)
+    slow = out["verdicts"]["nvidia-bare"]["spark-sim03"]
+    assert slow["kind"] == "differs" and slow["hi"] < 0 and slow["n_other"] == 5 and slow["n_reference"] == 10
+    assert set(out["flagged"][0]["verdicts"]) == {f"{b}-{c}" for b in ("nvidia", "unsloth") for c in ("bare", "mtp2", "mtp3")}
+    assert all(v["kind"] == "differs" and v["pct"] < -5 for v in out["flagged"][0]["verdicts"].values())
+    # a single host has no peers, hence no verdict
+    alone = compare.fleet_compare([r for r in fleet if r["host"] == "spark-sim01"])
+    assert alone["verdicts"] == {}
 
 
 def test_fleet_flags_slow_host_with_differing_fields(fleet):
@@ -170,7 +205,26 @@ def test_run_compare_fleet_deltas(fleet):
     assert len(out["rows"]) == 18
     row = next(r for r in out["rows"] if r["host"] == "spark-sim01" and r["variant"] == "nvidia-bare")
     assert row["single_pct"] == pytest.approx((76.0 - round(76.0 * 0.985, 2)) / round(76.0 * 0.985, 2) * 100)
-    assert row["within_noise"] is True  # ±1 % ranges overlap at 1.5 % apart
+    assert row["verdict"]["kind"] in ("differs", "no_difference")
+    assert row["verdict"]["pct"] == pytest.approx(row["single_pct"], abs=0.05)  # the runs are the medians' runs
+    b = out["bridge"]
+    assert b["comparable"] is True and "figures comparable across the runs" in b["verdict"]
+    assert all(compare.pair_ok(p) for p in b["pairs"])  # +1.5 %: never beyond 2.5 %
+    assert all("bridge tolerance" in p["bridge_verdict"]["text"] for p in b["pairs"])
+
+
+def test_bridge_verdict_differs_beyond_tolerance(fleet):
+    base = copy.deepcopy(load("fleet-sim-base"))
+    for d in base:  # a 10 % slower baseline, runs and medians alike
+        d["single"]["decode_tok_s_median"] *= 0.9
+        for r in d["single"]["runs"]:
+            r["decode_tok_s"] *= 0.9
+    out = compare.run_compare(fleet, base, threshold_pct=2.5)
+    b = out["bridge"]
+    assert b["comparable"] is False and "NOT comparable across the runs" in b["verdict"]
+    p = b["pairs"][0]
+    assert p["bridge_verdict"]["kind"] == "differs" and p["bridge_verdict"]["within_tolerance"] is False
+    assert p["bridge_verdict"]["text"].endswith(", beyond the 2.5 % bridge tolerance")
     assert out["only_current"] == [f"spark-sim0{i}/nvidia-mtp3-mnbt2048" for i in (1, 2, 3)]
 
 

@@ -40,6 +40,9 @@ def test_seed_report_shows_minus_16_7_and_bridge(runs: Path):
     assert "unsloth vs nvidia — single-stream 16.7 % slower (mtp2)" in md
     assert "12.13 → 12.43 (+2.5 %)" in md and "29.38 → 28.91 (-1.6 %)" in md
     assert "≤ 2.5 % → figures comparable across the runs" in md
+    # published medians only: no per-request data, so no verdict — and the report says what it needs
+    assert "not enough requests for a verdict (0 and 0 requests; 5 per side needed: --runs 5)" in md
+    assert "by the medians alone max |Δ| 2.5 %" in md
     assert "SIMULATED" not in md  # the seed's figures are real measurements
     doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
     assert doc["run_compare"]["bridge"]["comparable"] is True
@@ -56,8 +59,21 @@ def test_fleet_report_flags_slow_host_and_labels_simulated(runs: Path):
     assert proc.returncode == 0, proc.stderr
     md = (runs / "fleet-sim" / "report.md").read_text(encoding="utf-8")
     assert "**SIMULATED**" in md
-    assert "spark-sim03 is 8.0 % below the fleet median (threshold 5 %); differs in: driver 580.82.07 (fleet: 580.95.05)" in md
-    assert "at 8 parallel" in md and "within noise: the gap is gone" in md
+    assert ("spark-sim03 is 8.0 % below the fleet median (threshold 5 %); against its peers it differs in 6 of 6 "
+            "variants; differs in: driver 580.82.07 (fleet: 580.95.05)") in md
+    assert "at 8 parallel" in md and "no difference detectable: the gap is gone" in md
+    # every comparison carries its verdict: Unsloth vs NVIDIA single stream differs, with an interval,
+    # in all three configurations; too few streams at 2 and 4 parallel say so
+    doc = json.loads((runs / "fleet-sim" / "results.json").read_text(encoding="utf-8"))
+    single = [r for r in doc["head_to_head"]["rows"] if r["metric"] == "single"]
+    assert {r["config"] for r in single} == {"bare", "mtp2", "mtp3"}
+    for r in single:
+        assert r["verdict"]["kind"] == "differs"
+        assert f"| {r['config']}  " in md or f"| {r['config']} " in md
+        assert r["verdict"]["text"] in md and r["verdict"]["text"].startswith("differs by −1")
+    assert "not enough requests for a verdict (2 and 2 requests; 5 per side needed: measure at 5 or more parallel)" in md
+    assert "## Fleet: each host against its peers (simulated)" in md
+    assert "no bridge pair beyond the 2.5 % bridge tolerance → figures comparable across the runs" in md
     # every host table and comparison is labelled simulated
     for title in ("## Host spark-sim01 (simulated)", "## Head-to-head: builds of the same model (simulated)",
                   "## Fleet: host × variant (simulated)", "## Version bridge (simulated)"):

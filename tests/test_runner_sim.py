@@ -42,10 +42,13 @@ def test_runner_drives_simulated_host(tmp_path: Path, cleanup_containers):
     assert proc.returncode == 1, out + proc.stderr
     assert "runner-sim01 nvidia-bare: measuring" in out and "runner-sim01 nvidia-bare: done" in out
     assert "runner-sim01 crash-start: launching" in out and "runner-sim01 crash-start: failed" in out
-    assert "runner-sim01: 1/2 done, failed: crash-start" in out
+    # nvidia-bare, the host's reference, is bracketed at the end: its own entry in the live view
+    assert "runner-sim01 nvidia-bare.bracket: measuring" in out and "runner-sim01 nvidia-bare.bracket: done" in out
+    assert "runner-sim01: 2/3 done, failed: crash-start" in out
     run = tmp_path / "results" / "sim"
     assert f"report: {run / 'report.html'}" in out
     md = (run / "report.md").read_text(encoding="utf-8")
     assert "**SIMULATED**" in md and "runner-sim01/crash-start: failed at launch" in md
     assert (run / "runner-sim01" / "nvidia-bare.json").is_file()
+    assert (run / "runner-sim01" / "nvidia-bare.bracket.json").is_file() and "## Drift (bracketing)" in md
     shutil.rmtree(hf, ignore_errors=True)

@@ -102,3 +102,30 @@ def test_per_host_efficiency_makes_a_slow_unit(sim_factory):
     p_slow = get(slow, "/sim/info")["pacing"]["predicted_bare_tok_s"]
     assert 0.78 < p_slow / p_norm < 0.82                  # bandwidth-bound: ~ the efficiency ratio
     assert 11.5 < p_norm < 13.0                           # the held-out 27B lands near the seed's 12.43
+
+
+def test_request_noise_knob_draws_one_seeded_factor_per_request(sim_factory):
+    """VLLM_SIM_REQUEST_NOISE: each request's step-time factor is exp(N(0, noise)) drawn in arrival
+    order from the seeded RNG, and a single stream's decode rate follows it (rate × factor constant)."""
+    import math
+    import random
+
+    import pytest
+    env = {"VLLM_SIM_REQUEST_NOISE": "0.05", "VLLM_SIM_SEED": "7", "VLLM_SIM_JITTER": "0", "VLLM_SIM_SPEEDUP": "4"}
+    sim = sim_factory(args=ARGS, env=env)
+    rows = [run(sim, 1, 48)[0] for _ in range(5)]
+    rng = random.Random("request-noise:7")
+    assert [r["noise_factor"] for r in rows] == pytest.approx([math.exp(rng.gauss(0.0, 0.05)) for _ in range(5)])
+    scaled = [decode_rate(r) * r["noise_factor"] for r in rows]
+    assert max(scaled) / min(scaled) < 1.03            # the spread is the factors', nothing else
+    assert max(map(decode_rate, rows)) / min(map(decode_rate, rows)) > 1.04
+    plain = sim_factory(args=ARGS, env={"VLLM_SIM_JITTER": "0", "VLLM_SIM_SPEEDUP": "4"})
+    assert run(plain, 1, 16)[0]["noise_factor"] == 1.0  # off by default
+
+
+def test_request_noise_knob_rejects_a_negative_value():
+    from scripts.vllm_sim.knobs import KnobError, Knobs
+    import pytest
+    with pytest.raises(KnobError, match="VLLM_SIM_REQUEST_NOISE"):
+        Knobs.from_env({"VLLM_SIM_REQUEST_NOISE": "-0.1"})
+    assert Knobs.from_env({"VLLM_SIM_REQUEST_NOISE": "0.02"}).request_noise == 0.02

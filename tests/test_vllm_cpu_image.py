@@ -17,6 +17,7 @@ import pytest
 from conftest import REAL_VLLM_MAX_MODEL_LEN as MAX_MODEL_LEN
 from conftest import REAL_VLLM_MODEL as MODEL
 from conftest import real_vllm_skip_reason
+from sparkbench.engine_log import parse_engine_log
 
 
 _REASON = real_vllm_skip_reason()
@@ -63,6 +64,10 @@ def test_plain_run_needs_no_shm_flag(server):
     logs = server.logs(2000)
     assert "Insufficient space in /dev/shm" not in logs
     assert "Starting vLLM server" in logs or "Application startup complete" in logs
+    # the kernels vLLM chose, read off the live log (sparkbench.engine_log; fixture: tests/fixtures/engine_log)
+    kernels = parse_engine_log(logs)
+    assert (kernels["kv_cache_tokens"] and kernels["max_concurrency"] and kernels["kv_cache_gib"]
+            and kernels["engine_init_s"] is not None and kernels["cuda_graphs"] is False), kernels
 
 
 def test_version_is_real(server):

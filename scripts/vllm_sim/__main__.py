@@ -8,7 +8,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vllm_sim.cli import main  # noqa: E402
-
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["nvidia-smi"], ["dmesg"]):  # sampled once a second: skip importing the server
+        from vllm_sim import nvsmi  # noqa: E402
+        sys.exit((nvsmi.main if sys.argv[1] == "nvidia-smi" else nvsmi.dmesg_main)(sys.argv[2:]))
+    from vllm_sim.cli import main  # noqa: E402
     sys.exit(main(sys.argv[1:]))

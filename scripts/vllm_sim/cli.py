@@ -14,10 +14,12 @@ from pathlib import Path
 from . import answers, profiles
 from .engine import Engine
 from .faults import Faults
+from .gpustate import GpuState
 from .knobs import Knobs, KnobError
 from .metrics import Metrics
 from .pacing import KV_DTYPE_BYTES, PacingModel
 from .server import SimHTTPServer, read_messages
+from .startup_log import StartupLog
 from .vlog import access_log, fatal, log
 
 QUANT_METHODS = ["awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
@@ -99,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-log-requests", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--uvicorn-log-level", default="info")
     p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--attention-backend", default=None)
     return p
 
 
@@ -143,7 +146,8 @@ class App:
         acc = (model.get("mtp") or {}).get("acceptance", []) if spec_k else []
         self.engine = Engine(pacing, self.metrics, self.faults, spec_k=spec_k, acceptance=acc,
                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched,
-                             jitter=knobs.jitter, seed=knobs.seed, kv_capacity_tokens=self.kv_capacity_tokens)
+                             jitter=knobs.jitter, seed=knobs.seed, kv_capacity_tokens=self.kv_capacity_tokens,
+                             request_noise=knobs.request_noise, gpu_state=GpuState(knobs.gpu_state_file))
 
     def next_seed(self) -> int:
         with self._seed_lock:
@@ -317,9 +321,11 @@ def serve(argv: list[str]) -> int:
             fatal(f"huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo "
                   f"{model['id']}: the model is not in the Hugging Face cache and no HF_TOKEN is set; "
                   "download it with a token first or pass HF_TOKEN.")
+    kernels = StartupLog(args, knobs, hw, model)  # the kernel choices; an impossible one exits 1
+    kernels.config()
     pacing = PacingModel(hw, model, version=knobs.version, kv_cache_dtype=args.kv_cache_dtype,
                          moe_backend=args.moe_backend, host_efficiency=knobs.efficiency,
-                         bandwidth_gbps=knobs.bandwidth_gbps, spec_k=spec_k)
+                         bandwidth_gbps=knobs.bandwidth_gbps, spec_k=spec_k, clock_cap_mhz=knobs.clock_cap_mhz)
     if knobs.rate:
         pacing.set_rate_override(knobs.rate)
     pacing.time_scale /= knobs.speedup
@@ -339,20 +345,18 @@ def serve(argv: list[str]) -> int:
         mode = "all" if model.get("supports_mamba_prefix_caching") else "align"
         log(f"Mamba cache mode is set to '{mode}' for {model.get('architecture')} by default when prefix caching is enabled",
             level="INFO", where="config.py:310")
-    if args.moe_backend == "auto" and model.get("moe") and model.get("checkpoint_format"):
-        log("Using 'MARLIN' NvFp4 MoE backend out of potential backends: ['MARLIN', 'FLASHINFER_CUTLASS'].",
-            where="nvfp4.py:214", proc="EngineCore")
+    kernels.model_init()
     if spec_k:
         log(f"Resolved speculative method mtp with num_speculative_tokens={spec_k}", where="speculative.py:412")
     load = knobs.load_seconds + knobs.slow_load_seconds
     time.sleep(load)
     gib = float(model.get("download_size_gb", 0)) * 1e9 / 2 ** 30
-    log(f"Model loading took {gib:.2f} GiB memory and {load:.6f} seconds", where="gpu_model_runner.py:2602",
-        proc="EngineCore")
-    log(f"GPU KV cache size: {int(app.kv_capacity_tokens):,} tokens", where="kv_cache_utils.py:1087", proc="EngineCore")
+    kernels.weights_loaded(load, gib)
+    kernels.kv_cache(app.kv_capacity_tokens, app.kv_capacity_tokens * pacing.kv_bytes_per_token / 2 ** 30, mml)
     if knobs.crash_at_start:
         log("EngineCore failed to start.", level="ERROR", where="core.py:708", proc="EngineCore")
         fatal("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+    kernels.warmed_up()
     app.engine.start()
     if not args.disable_log_stats:
         threading.Thread(target=_stats_logger, args=(app, knobs.log_interval), daemon=True, name="stats").start()
@@ -411,6 +415,9 @@ def main(argv: list[str]) -> int:
     if cmd == "nvidia-smi":
         from . import nvsmi
         return nvsmi.main(rest)
+    if cmd == "dmesg":
+        from . import nvsmi
+        return nvsmi.dmesg_main(rest)
     if cmd == "args-schema":
         print(json.dumps(args_schema(), indent=1, sort_keys=True))
         return 0

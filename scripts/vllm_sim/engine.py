@@ -10,6 +10,7 @@ with ``time.time()`` when the step really ended.
 from __future__ import annotations
 
 import collections
+import math
 import queue
 import random
 import threading
@@ -40,6 +41,8 @@ class Request:
     last_token: float | None = None
     finish_reason: str | None = None
     aborted: bool = False
+    #: per-request step-time factor exp(N(0, VLLM_SIM_REQUEST_NOISE)), set by :meth:`Engine.submit`
+    noise_factor: float = 1.0
 
     def __post_init__(self) -> None:
         natural = max(self.plan.natural_len, self.min_tokens)
@@ -54,7 +57,7 @@ class Request:
                 "first_token": self.first_token, "last_token": self.last_token,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced,
                 "reasoning_tokens": self.reasoning_tokens, "steps": self.steps,
-                "finish_reason": self.finish_reason}
+                "finish_reason": self.finish_reason, "noise_factor": self.noise_factor}
 
 
 def draw_accepted(rates: list[float], k: int, rng: random.Random) -> int:
@@ -78,7 +81,7 @@ class Engine(threading.Thread):
 
     def __init__(self, pacing, metrics, faults, *, spec_k: int, acceptance: list[float],
                  max_num_seqs: int, max_num_batched_tokens: int, jitter: float, seed: int,
-                 kv_capacity_tokens: float) -> None:
+                 kv_capacity_tokens: float, request_noise: float = 0.0, gpu_state=None) -> None:
         super().__init__(name="EngineCore", daemon=True)
         self.pacing, self.metrics, self.faults = pacing, metrics, faults
         self.k, self.acceptance = spec_k, acceptance
@@ -86,6 +89,8 @@ class Engine(threading.Thread):
         self.jitter = jitter
         self.rng = random.Random(seed)
         self.jrng = random.Random(seed + 1)
+        self.request_noise = request_noise
+        self.nrng = random.Random(f"request-noise:{seed}")  # drawn in arrival order, one draw per request
         self.cond = threading.Condition()
         self.waiting: collections.deque[Request] = collections.deque()
         self.running: list[Request] = []
@@ -96,10 +101,13 @@ class Engine(threading.Thread):
         self.total_prompt = 0
         self.total_generated = 0
         self.steps = 0
+        self.gpu_state = gpu_state  # gpustate.GpuState: tells the nvidia-smi/dmesg stand-ins what runs
 
     # --- API for the HTTP layer ---------------------------------------------------------
     def submit(self, req: Request) -> None:
         with self.cond:
+            if self.request_noise > 0:
+                req.noise_factor = math.exp(self.nrng.gauss(0.0, self.request_noise))
             self.all_requests[req.rid] = req
             if len(self.all_requests) > 100_000:
                 self.all_requests.pop(next(iter(self.all_requests)))
@@ -124,17 +132,21 @@ class Engine(threading.Thread):
                 while not self.running and not self.waiting:
                     target = None
                     self.cond.wait()
+                started = 0
                 while self.waiting and len(self.running) < self.max_num_seqs:
                     r = self.waiting.popleft()
                     if r.aborted:
                         continue
                     r.scheduled = time.time()
                     self.running.append(r)
+                    started += 1
                 for r in [r for r in self.running if r.aborted]:
                     self.running.remove(r)
                     self._finish(r, "abort", time.time())
                 decode = [r for r in self.running if r.prefill_done >= r.prompt_tokens]
                 prefill = [r for r in self.running if r.prefill_done < r.prompt_tokens]
+                if self.gpu_state is not None:
+                    self.gpu_state.update(len(self.running), started)
                 self.metrics.set_gauge("vllm:num_requests_running", len(self.running))
                 self.metrics.set_gauge("vllm:num_requests_waiting", len(self.waiting))
             if not decode and not prefill:
@@ -158,6 +170,10 @@ class Engine(threading.Thread):
             self.metrics.add_traffic(*self.pacing.step_traffic(*shape))
             if self.jitter > 0:
                 dur *= max(0.5, self.jrng.gauss(1.0, self.jitter))
+            if self.request_noise > 0 and decode:
+                # a decode step runs as slow as the mean factor of the requests it decodes
+                # (single stream: that request's own factor)
+                dur *= sum(r.noise_factor for r in decode) / len(decode)
             now = time.time()
             target = now + dur if target is None or target < now - 1.0 else target + dur
             if target > now:
@@ -197,6 +213,8 @@ class Engine(threading.Thread):
             ctx = sum(r.prompt_tokens + r.produced for r in self.running)
             m.set_gauge("vllm:kv_cache_usage_perc", min(1.0, ctx / self.kv_capacity))
             m.set_gauge("vllm:num_requests_running", len(self.running))
+            if self.gpu_state is not None:
+                self.gpu_state.update(len(self.running))
         self.faults.after_tokens(self.total_generated)
 
     def _tokens(self, r: Request, n: int, t: float) -> None:

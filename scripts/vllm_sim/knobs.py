@@ -39,6 +39,14 @@ def _ids(env: dict, name: str) -> frozenset[str]:
     return frozenset(x.strip() for x in raw.split(",") if x.strip())
 
 
+def default_gpu_state_file() -> str:
+    """Where the engine tells the nvidia-smi and dmesg stand-ins what runs (one simulator per
+    container): ``<tempdir>/sparkbench-sim-gpu.json`` (``/tmp`` in the image: the container's own
+    filesystem; not ``/dev/shm``, which sparkbench's launch shares with the host, ``--ipc host``)."""
+    import tempfile
+    return os.path.join(tempfile.gettempdir(), "sparkbench-sim-gpu.json")
+
+
 @dataclass(frozen=True)
 class Knobs:
     """All VLLM_SIM_* settings, read once at start.
@@ -53,6 +61,7 @@ class Knobs:
     rate: float | None = None
     speedup: float = 1.0
     jitter: float = 0.01
+    request_noise: float = 0.0
     seed: int = 0
     efficiency: float = 1.0
     bandwidth_gbps: float | None = None
@@ -70,6 +79,9 @@ class Knobs:
     http500_fraction: float = 0.0
     slow_load_seconds: float = 0.0
     slow_health_seconds: float = 0.0
+    clock_cap_mhz: float | None = None
+    fault_xid: int | None = None
+    gpu_state_file: str = ""
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Knobs":
@@ -94,6 +106,7 @@ class Knobs:
             rate=rate,
             speedup=_float(env, "VLLM_SIM_SPEEDUP", 1.0, 0.001),
             jitter=_float(env, "VLLM_SIM_JITTER", 0.01, 0.0),
+            request_noise=_float(env, "VLLM_SIM_REQUEST_NOISE", 0.0, 0.0),
             seed=_int(env, "VLLM_SIM_SEED", 0) or 0,
             efficiency=_float(env, "VLLM_SIM_EFFICIENCY", 1.0, 0.01),
             bandwidth_gbps=bw,
@@ -111,6 +124,9 @@ class Knobs:
             http500_fraction=frac,
             slow_load_seconds=_float(env, "VLLM_SIM_FAULT_SLOW_LOAD_SECONDS", 0.0, 0.0),
             slow_health_seconds=_float(env, "VLLM_SIM_FAULT_SLOW_HEALTH_SECONDS", 0.0, 0.0),
+            clock_cap_mhz=_float(env, "VLLM_SIM_CLOCK_CAP_MHZ", 0.0, 0.0) or None,
+            fault_xid=_int(env, "VLLM_SIM_FAULT_XID", None),
+            gpu_state_file=env.get("VLLM_SIM_GPU_STATE_FILE") or default_gpu_state_file(),
         )
 
     @property

@@ -22,6 +22,22 @@ Decode step for ``N`` running sequences, each verifying ``k`` draft tokens (``k 
 
 with ``draft_bytes = (mtp_layer_params + lm_head_params) x 1e9 x b``. A single bare stream
 decodes ``1 / T(N=1, k=0)`` tokens per second; with MTP each step yields ``1 + accepted`` tokens.
+
+Graphics clock cap (``VLLM_SIM_CLOCK_CAP_MHZ``, e.g. a GB10 in USB-PD "30 W safety mode"): with
+the load clock ``f_load`` (hardware profile ``gpu_telemetry.clock_load_mhz``, 2450 MHz on a GB10),
+the running clock ``f = min(cap, f_load)`` and the clock-bound share ``s`` of a decode step
+(``engine.clock_bound_share``), every step becomes
+
+``T_capped = T_decode x (1 - s + s x f_load / f) + T_prefill x f_load / f``
+
+where ``T_prefill`` is the prefill FLOP term above (compute, all of it follows the clock) and
+``T_decode`` the rest. ``s`` is the share of a decode step whose speed follows the SM clock at a
+low clock (the SMs issue the weight loads and the small GEMMs; below ~1 GHz they can no longer
+keep LPDDR5x busy), calibrated, not derived: the reference (section 5.3) reports 500-850 MHz
+caps costing 60-80 % of the performance. With ``s = 0.85``: 850 MHz -> rate x 0.385 (-61.5 %),
+500 MHz -> x 0.232 (-76.8 %), 2400 MHz -> x 0.983 (-1.7 %); a cap at or above ``f_load``
+changes nothing. The rate override (``VLLM_SIM_RATE``) is set on the uncapped step, so a capped
+host is slower than its uncapped siblings at the same rate knob.
 """
 from __future__ import annotations
 
@@ -85,6 +101,7 @@ class PacingModel:
     bandwidth_gbps: float | None = None
     spec_k: int = 0
     time_scale: float = 1.0
+    clock_cap_mhz: float | None = None
 
     def __post_init__(self) -> None:
         eng = self.hw["engine"]
@@ -119,6 +136,12 @@ class PacingModel:
         self.draft_bytes = (float(mtp.get("layer_params_b", 0.0)) + float(m.get("lm_head_params_b", 0.0))) * 1e9 * self.b
         self.w4a4 = m.get("activation_quantization") == "dynamic_per_token"
         self.prefill_flops = float(eng.get("prefill_tflops", 20.0)) * 1e12 * self.host_efficiency
+        self.load_clock_mhz = float((self.hw.get("gpu_telemetry") or {}).get("clock_load_mhz", 2450.0))
+        self.clock_bound_share = float(eng.get("clock_bound_share", 0.85))
+        f = min(self.clock_cap_mhz, self.load_clock_mhz) if self.clock_cap_mhz else self.load_clock_mhz
+        self.clock_mhz = f
+        self.clock_ratio = self.load_clock_mhz / f
+        self.decode_clock_factor = 1.0 - self.clock_bound_share + self.clock_bound_share * self.clock_ratio
 
     # --- pieces -------------------------------------------------------------------------
     def experts_touched(self, tokens: float) -> float:
@@ -155,8 +178,9 @@ class PacingModel:
             seq = (k + 1) ** float(eng["act_quant_seq_exponent"]) if n_decode else 1.0
             units = self.model["layers"] * seq + (k * dl if n_decode else 0)
             t += per * units * max(n_all, 1) ** float(eng["act_quant_batch_exponent"])
+        t *= self.decode_clock_factor
         if prefill_tokens:
-            t += prefill_tokens * 2.0 * float(self.model["active_params_b"]) * 1e9 / self.prefill_flops
+            t += prefill_tokens * 2.0 * float(self.model["active_params_b"]) * 1e9 / self.prefill_flops * self.clock_ratio
         return t
 
     def step_traffic(self, n_decode: int, k: int = 0, context_tokens: float = 0.0,
@@ -202,5 +226,6 @@ class PacingModel:
         return tokens / self.step(n, k, context_tokens * n)
 
     def set_rate_override(self, rate: float) -> None:
-        """Scale every step so that a bare single stream decodes ``rate`` tok/s."""
-        self.time_scale = (1.0 / rate) / self.raw_step(1, 0, 0.0)
+        """Scale every step so that a bare single stream decodes ``rate`` tok/s at the uncapped
+        clock (a clock cap still slows it by the decode clock factor)."""
+        self.time_scale = (1.0 / rate) / (self.raw_step(1, 0, 0.0) / self.decode_clock_factor)

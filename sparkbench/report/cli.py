@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tabulate import tabulate_formats
 
+from . import drift as drift_mod
 from . import sections
 from .html_page import render_html
 from .load import RunNotFound, apply_profiles, load_run, result_files
@@ -65,14 +66,16 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
            bridge_threshold: float = 2.5, reference_build: str | None = None,
            profiles: str | Path | None = None, failed_hosts: dict[str, str] | None = None,
            expected_hosts: list[str] | None = None, missing_host_reason: str = MISSING_HOST_REASON,
-           table_format: str = "simple") -> dict:
+           table_format: str = "simple", drift: dict | None = None) -> dict:
     """Render the reports of ``run_dir``; returns ``{"paths": {...}, "summary": [...],
     "load_errors": [...], "charts": [...], "doc": results.json content, "tables": [...]}``.
 
     ``failed_hosts`` (host → reason) and ``expected_hosts``: see :func:`hosts_without_results`;
     those hosts are listed under "Hosts without results". ``table_format``: the tabulate format
-    of the terminal table (``results.json`` → ``terminal_table``). Raises :class:`ReportError`
-    with a one-line message for bad input."""
+    of the terminal table (``results.json`` → ``terminal_table``). ``drift`` (``{host:
+    {"unreliable": bool, "text": str, …}}``, :mod:`sparkbench.report.drift`): the comparisons of
+    a host marked unreliable read "(unreliable: drift)". Raises :class:`ReportError` with a
+    one-line message for bad input."""
     try:
         run = load_run(run_dir)
         base = load_run(baseline) if baseline else None
@@ -89,11 +92,15 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     # host-failure documents stay out of the tables.
     whole = {x["host"] for x in missing}
     results = [r for r in run.results if str(r.get("host") or "") not in whole]
+    if drift is None:  # the run's own bracket documents: <variant>.bracket.json
+        drift = drift_mod.host_drift(results, [b for b in run.brackets if str(b.get("host") or "") not in whole])
+    drift_tables, drift_lines = sections.drift_section(drift)
     try:
         data, host_tabs, extra_tabs = sections.per_host(results)
-        h2h_data, h2h_lines, h2h_table = sections.head_to_head(results, reference_build)
-        fleet_data, fleet_tables, fleet_lines = sections.fleet(results, fleet_threshold)
-        rc_data, rc_tables, bridge_line = (sections.run_to_run(results, base.results, base.run_id, bridge_threshold)
+        h2h_data, h2h_lines, h2h_table = sections.head_to_head(results, reference_build, drift=drift)
+        fleet_data, fleet_tables, fleet_lines = sections.fleet(results, fleet_threshold, drift=drift)
+        rc_data, rc_tables, bridge_line = (sections.run_to_run(results, base.results, base.run_id, bridge_threshold,
+                                                               drift=drift)
                                            if base else (None, [], None))
     except ValueError as exc:
         raise ReportError(str(exc)) from None
@@ -107,13 +114,18 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     summary += [f"{x['host']}/{x['variant']}: {x['status']} at {x['stage'] or '?'} — {x['reason'] or '?'}"
                 for x in data["failures"]]
     summary += [f"{x['host']}: no results — {x['reason']}" for x in missing]
+    summary += [f"{p['host']}/{p['variant']}: run protocol — {fl.get('reason')}"  # sections.protocol_table
+                for p in data.get("protocol") or [] for fl in p["flags"]]
+    summary += drift_lines
     all_tables = list(host_tabs)
     if missing:
         all_tables.append(Table("hosts_without_results", "Hosts without results", ["host", "reason"],
                                 [[x["host"], x["reason"]] for x in missing]))
     if h2h_table:
         all_tables.append(h2h_table)
-    all_tables += fleet_tables + rc_tables + extra_tabs + man_tables
+    all_tables += fleet_tables + rc_tables + drift_tables + extra_tabs + man_tables
+    all_tables += [t for t in [sections.kernels_table(results)] if t]  # the kernels vLLM chose (engine_log)
+    all_tables += sections.history_trend(run.path, results)  # the hosts' trend over stored runs (sparkbench.history)
     ctx = {"run_id": run.run_id, "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "simulated": data["simulated"] or bool(rc_data and rc_data["simulated"]),
            "backends": data["backends"],
@@ -124,8 +136,8 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
            "backends": ctx["backends"],
            "load_errors": ctx["load_errors"], "summary": summary, "rows": rows,
            "quality": data["quality"], "image": data["image"], "telemetry": data["telemetry"],
-           "failures": data["failures"], "hosts_without_results": missing, "head_to_head": h2h_data, "fleet": fleet_data,
-           "run_compare": rc_data, "baseline_run_id": base.run_id if base else None,
+           "failures": data["failures"], "protocol": data.get("protocol") or [], "hosts_without_results": missing, "head_to_head": h2h_data, "fleet": fleet_data,
+           "run_compare": rc_data, "baseline_run_id": base.run_id if base else None, "drift": drift,
            "manifest": man_summary, "charts": charts, "tables": [t.as_dict() for t in all_tables]}
     doc["terminal_table"] = terminal_table(doc, table_format)
     paths = {"report.md": out_dir / "report.md", "results.csv": out_dir / "results.csv",

@@ -8,15 +8,19 @@ Head-to-head
     every build with the reference build: % difference = (build − reference) / reference × 100,
     for the single-stream median and the combined throughput at 2/4/8 parallel. The reference
     build is the first build listed in the matrix (:func:`~sparkbench.report.numbers.build_order`),
-    unless ``reference_build`` names another. "Within noise": single stream, when the two min–max
-    ranges overlap; combined throughput (measured once per concurrency) when |Δ| ≤ the larger
-    relative single-stream spread ((max − min) / median × 100) of the two variants.
+    unless ``reference_build`` names another. Every row carries a ``verdict``
+    (:func:`sparkbench.verdict.compare_samples`): single stream compares the two variants'
+    per-request decode rates (``single.runs[]``); combined at N — measured once per concurrency —
+    compares the N per-stream decode rates that make it up (``parallel[].per_stream``), so at 2
+    and 4 parallel there are too few streams for a verdict.
 
 Fleet
     matrix cell = single-stream median of that host × variant; fleet median of a variant = median
     of its cells; deviation (%) = (cell − fleet median) / fleet median × 100; a host's deviation =
     the median of its cells' deviations. Flagged: host deviation < −threshold (default 5 %), only
-    with at least 3 measuring hosts (with two the median is their mean). Differing fields: per
+    with at least 3 measuring hosts (with two the median is their mean). Each cell carries a
+    verdict: the host's single-stream requests against the pooled requests of its peers (the other
+    hosts' requests of that variant). Differing fields: per
     variant, the majority value of each manifest field over the hosts; the SM clock (telemetry
     median) when it is more than the threshold below the fleet's.
 
@@ -24,8 +28,17 @@ Run to run
     Pairs by host and variant name (by variant name alone when each run has one host and the names
     differ); Δ% = (current − baseline) / baseline × 100 for single and combined at 8. Version
     bridge: the pairs whose vLLM version differs (or ``bridge_variants``); the runs are
-    *comparable* when every bridge pair's single-stream |Δ%| ≤ ``threshold_pct`` (default 2.5 %,
-    the seed's tolerance: 27B 12.13 → 12.43 bare = +2.5 %, 29.38 → 28.91 MTP = −1.6 %).
+    *comparable* when every bridge pair's single-stream verdict (``tolerance_pct`` =
+    ``threshold_pct``, default 2.5 %, the seed's tolerance) either finds no detectable difference
+    or puts the whole 95 % interval within ±tolerance. Pairs without per-request data (results
+    that hold only medians, e.g. the seed's published figures: 27B 12.13 → 12.43 bare = +2.5 %,
+    29.38 → 28.91 MTP = −1.6 %) read "not enough requests for a verdict"; when no pair has a
+    verdict the bridge falls back to the medians: comparable when every |Δ%| ≤ ``threshold_pct``.
+
+Drift
+    ``drift`` (``{host: {"unreliable": bool, "text": str, …}}``, from
+    :mod:`sparkbench.report.drift`) marks every comparison of a host whose reference variant
+    drifted beyond the noise: the row's ``unreliable`` holds the drift text (None otherwise).
 """
 
 from __future__ import annotations
@@ -34,6 +47,7 @@ from collections import Counter
 from statistics import median
 from typing import Any
 
+from .. import verdict as vd
 from . import numbers as n
 
 METRICS: tuple[str, ...] = ("single", "combined_2", "combined_4", "combined_8")
@@ -62,21 +76,6 @@ def pct_diff(value: float | None, reference: float | None) -> float | None:
     return (value - reference) / reference * 100.0
 
 
-def ranges_overlap(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool | None:
-    """True when [a0, a1] and [b0, b1] overlap; None when a bound is missing."""
-    if None in a or None in b:
-        return None
-    return a[0] <= b[1] and b[0] <= a[1]
-
-
-def relative_spread(result: dict) -> float | None:
-    """Single-stream (max − min) / median × 100, None when not recorded."""
-    med, lo, hi = n.single_stats(result)
-    if med in (None, 0) or lo is None or hi is None:
-        return None
-    return (hi - lo) / med * 100.0
-
-
 def metric_value(result: dict, metric: str) -> float | None:
     """``single`` → single median; ``combined_N`` → combined tok/s at N parallel."""
     if metric == "single":
@@ -84,36 +83,46 @@ def metric_value(result: dict, metric: str) -> float | None:
     return n.combined_at(result, int(metric.split("_", 1)[1]))
 
 
-def compare_pair(ref: dict, other: dict, metric: str) -> dict:
-    """One comparison row: values, % difference and the within-noise verdict for ``metric``."""
-    rv, ov = metric_value(ref, metric), metric_value(other, metric)
-    row: dict[str, Any] = {"metric": metric, "reference_value": rv, "value": ov, "pct_diff": pct_diff(ov, rv)}
+def remedy(metric: str) -> str:
+    """How to get enough requests for a verdict on ``metric`` (the hint of "not enough …")."""
     if metric == "single":
-        _, rlo, rhi = n.single_stats(ref)
-        _, olo, ohi = n.single_stats(other)
-        row["within_noise"] = ranges_overlap((rlo, rhi), (olo, ohi))
-        row["noise_basis"] = "min–max ranges overlap"
-    else:
-        spreads = [s for s in (relative_spread(ref), relative_spread(other)) if s is not None]
-        if row["pct_diff"] is None or not spreads:
-            row["within_noise"] = None
-        else:
-            row["within_noise"] = abs(row["pct_diff"]) <= max(spreads)
-        row["noise_basis"] = (f"|Δ| ≤ single-stream spread {max(spreads):.1f} %" if spreads
-                              else "no range recorded")
-    return row
+        return f"--runs {vd.MIN_REQUESTS}"
+    return f"measure at {vd.MIN_REQUESTS} or more parallel"
 
 
-def head_to_head(results: list[dict], reference_build: str | None = None) -> dict:
+def verdict_of(ref: dict, other: dict, metric: str, tolerance_pct: float | None = None) -> dict:
+    """:func:`sparkbench.verdict.compare_samples` of ``other`` against ``ref`` on ``metric``'s
+    per-request values (:func:`sparkbench.verdict.samples`)."""
+    return vd.compare_samples(vd.samples(ref, metric), vd.samples(other, metric),
+                              tolerance_pct=tolerance_pct, remedy=remedy(metric))
+
+
+def unreliable(host: str | None, drift: dict | None) -> str | None:
+    """The drift text when ``drift`` marks ``host`` unreliable, else None."""
+    entry = (drift or {}).get(host) if host is not None else None
+    if isinstance(entry, dict) and entry.get("unreliable"):
+        return str(entry.get("text") or "drift beyond the noise")
+    return None
+
+
+def compare_pair(ref: dict, other: dict, metric: str) -> dict:
+    """One comparison row: values, % difference (of the recorded figures) and the verdict on the
+    per-request values for ``metric``."""
+    rv, ov = metric_value(ref, metric), metric_value(other, metric)
+    return {"metric": metric, "reference_value": rv, "value": ov, "pct_diff": pct_diff(ov, rv),
+            "verdict": verdict_of(ref, other, metric)}
+
+
+def head_to_head(results: list[dict], reference_build: str | None = None, drift: dict | None = None) -> dict:
     """Compare builds per (host, model key, config).
 
     Returns ``{"reference_build", "builds", "rows": [...], "summary": [...]}``. Each row: host,
     model_key, config, reference_build, build, reference_variant, variant, metric,
-    reference_value, value, pct_diff, within_noise, noise_basis, simulated. Each summary entry
-    (per host × model key × non-reference build): the single-stream % range across configurations
-    (``single_pct_min``/``_max``, the configs they came from), the same at 8 parallel, and whether
-    every 8-parallel difference is within noise. ValueError when ``reference_build`` is not one
-    of the results' builds."""
+    reference_value, value, pct_diff, verdict (:func:`verdict_of`), unreliable (drift text or
+    None), simulated. Each summary entry (per host × model key × non-reference build): the
+    single-stream % range across configurations (``single_pct_min``/``_max``, the configs they
+    came from), the same at 8 parallel, and the verdict kinds per metric (``single_kinds``,
+    ``c8_kinds``). ValueError when ``reference_build`` is not one of the results' builds."""
     measured = [r for r in results if isinstance(r, dict) and n.is_measured(r)
                 and n.build_of(r) and n.config_of(r) and n.model_key(r)]
     order = n.build_order(measured)
@@ -136,7 +145,7 @@ def head_to_head(results: list[dict], reference_build: str | None = None) -> dic
                 row = compare_pair(by_build[ref], by_build[b], metric)
                 row.update(host=host, model_key=mkey, config=config, reference_build=ref, build=b,
                            reference_variant=n.variant_name(by_build[ref]),
-                           variant=n.variant_name(by_build[b]),
+                           variant=n.variant_name(by_build[b]), unreliable=unreliable(host, drift),
                            simulated=n.is_simulated(by_build[ref]) or n.is_simulated(by_build[b]))
                 rows.append(row)
     return {"reference_build": reference_build or (order[0] if order else None), "builds": order,
@@ -152,11 +161,13 @@ def summarize(rows: list[dict]) -> list[dict]:
                                  "reference_build": row["reference_build"], "single": [], "combined_8": [],
                                  "simulated": False})
         s["simulated"] = s["simulated"] or row["simulated"]
+        s["unreliable"] = s.get("unreliable") or row.get("unreliable")
         if row["metric"] in ("single", "combined_8") and row["pct_diff"] is not None:
-            s[row["metric"]].append((row["pct_diff"], row["config"], row["within_noise"]))
+            s[row["metric"]].append((row["pct_diff"], row["config"], row["verdict"]["kind"]))
     summary = []
     for s in out.values():
         entry = {k: s[k] for k in ("host", "model_key", "build", "reference_build", "simulated")}
+        entry["unreliable"] = s.get("unreliable")
         for metric, label in (("single", "single"), ("combined_8", "c8")):
             vals = s[metric]
             if vals:
@@ -165,11 +176,10 @@ def summarize(rows: list[dict]) -> list[dict]:
                 entry.update({f"{label}_pct_min": lo[0], f"{label}_pct_min_config": lo[1],
                               f"{label}_pct_max": hi[0], f"{label}_pct_max_config": hi[1],
                               f"{label}_configs": [v[1] for v in vals],
-                              f"{label}_all_within_noise": (all(v[2] for v in vals)
-                                                            if all(v[2] is not None for v in vals) else None)})
+                              f"{label}_kinds": [v[2] for v in vals]})
             else:
                 entry.update({f"{label}_pct_min": None, f"{label}_pct_max": None, f"{label}_configs": [],
-                              f"{label}_all_within_noise": None})
+                              f"{label}_kinds": []})
         summary.append(entry)
     return summary
 
@@ -178,18 +188,19 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def host_clock(results: list[dict]) -> float | None:
     """Median of a host's telemetry ``sm_clock_mhz_mean`` over all variants and phases (MHz)."""
-    clocks = [n.num(t.get("sm_clock_mhz_mean")) for r in results
-              for t in (r.get("telemetry") or {}).values() if isinstance(t, dict)]
+    clocks = [t["sm_clock_mhz_mean"] for r in results for t in n.telemetry_phases(r).values()]
     clocks = [c for c in clocks if c is not None]
     return median(clocks) if clocks else None
 
 
-def fleet_compare(results: list[dict], threshold_pct: float = 5.0) -> dict:
+def fleet_compare(results: list[dict], threshold_pct: float = 5.0, drift: dict | None = None) -> dict:
     """Host × variant matrix with deviations from the fleet median and flagged slow hosts.
 
     Returns ``{"hosts", "variants", "matrix": {variant: {host: tok_s}}, "fleet_median":
     {variant: tok_s}, "deviation_pct": {variant: {host: pct}}, "host_deviation_pct": {host: pct},
-    "flagged": [{"host", "deviation_pct", "differs": [{"field", "value", "majority", "variants"}]}],
+    "verdicts": {variant: {host: verdict}} (the host's single-stream requests against its peers'
+    pooled requests), "unreliable": {host: drift text}, "flagged": [{"host", "deviation_pct",
+    "differs": [{"field", "value", "majority", "variants"}], "verdicts": {variant: verdict}}],
     "host_differs", "threshold_pct", "can_flag", "simulated"}``."""
     threshold = _threshold(threshold_pct, "fleet")
     docs = [r for r in results if isinstance(r, dict)]
@@ -213,6 +224,14 @@ def fleet_compare(results: list[dict], threshold_pct: float = 5.0) -> dict:
         devs = [deviation[v][h] for v in deviation if h in deviation[v]]
         if devs:
             host_dev[h] = median(devs)
+    verdicts: dict[str, dict[str, dict]] = {}
+    for v in variants:
+        for h in matrix.get(v, {}):
+            peers = [x for p in hosts if p != h and (p, v) in by_host_variant
+                     for x in vd.samples(by_host_variant[(p, v)], "single")]
+            if any(p != h and p in matrix[v] for p in hosts):
+                verdicts.setdefault(v, {})[h] = vd.compare_samples(
+                    peers, vd.samples(by_host_variant[(h, v)], "single"), remedy=remedy("single"))
     measuring_hosts = {h for cells in matrix.values() for h in cells}
     can_flag = len(measuring_hosts) >= MIN_HOSTS_TO_FLAG
 
@@ -251,9 +270,11 @@ def fleet_compare(results: list[dict], threshold_pct: float = 5.0) -> dict:
     if can_flag:
         for h in hosts:
             if h in host_dev and host_dev[h] < -threshold:
-                flagged.append({"host": h, "deviation_pct": host_dev[h], "differs": differs(h)})
+                flagged.append({"host": h, "deviation_pct": host_dev[h], "differs": differs(h),
+                                "verdicts": {v: cells[h] for v, cells in verdicts.items() if h in cells}})
     return {"hosts": hosts, "variants": variants, "matrix": matrix, "fleet_median": fleet_median,
-            "deviation_pct": deviation, "host_deviation_pct": host_dev, "flagged": flagged,
+            "deviation_pct": deviation, "host_deviation_pct": host_dev, "verdicts": verdicts,
+            "unreliable": {h: t for h in hosts if (t := unreliable(h, drift))}, "flagged": flagged,
             "host_differs": {h: differs(h) for h in hosts},
             "threshold_pct": threshold, "can_flag": can_flag,
             "simulated": any(n.is_simulated(r) for r in docs)}
@@ -283,52 +304,105 @@ def pair_results(current: list[dict], baseline: list[dict]) -> list[tuple[dict, 
     return pairs
 
 
+def pair_ok(row: dict) -> bool | None:
+    """A bridge pair's share of the bridge: None without a verdict (not enough requests); False
+    when its interval lies wholly beyond ±tolerance, or reaches past it with the estimate
+    |Δ| > tolerance; True otherwise (no detectable difference, the interval within ±tolerance,
+    or an unresolved interval around an estimate within it)."""
+    v = row["bridge_verdict"]
+    if v["kind"] == "not_enough":
+        return None
+    if v["within_tolerance"] is False:
+        return False
+    if v["kind"] == "differs" and v["within_tolerance"] is None:
+        return abs(v["pct"]) <= v["tolerance_pct"]
+    return True
+
+
 def _bridge_verdict(bridge_rows: list[dict], threshold: float) -> tuple[bool | None, float | None, str]:
-    """(comparable, max |Δ|, the one-line verdict) of the version bridge pairs."""
+    """(comparable, max |Δ|, the one-line verdict) of the version bridge pairs.
+
+    With verdicts: comparable when every pair with a verdict is :func:`pair_ok` and every pair
+    without one has |Δ| ≤ threshold on its medians — i.e. unless the requests show (or point to) a
+    difference beyond the tolerance. Without any verdict (only medians recorded):
+    comparable when every |Δ| ≤ threshold, said to rest on the medians alone."""
     measured = [r for r in bridge_rows if r["single_pct"] is not None]
     if not measured:
         return None, None, ("no bridge: no variant was measured on both runs with different vLLM versions"
                             if not bridge_rows else
                             "no bridge: the bridge variants have no single-stream figure on both runs")
     max_abs = max(abs(r["single_pct"]) for r in measured)
-    comparable = max_abs <= threshold
+    judged = [r for r in measured if pair_ok(r) is not None]
+
+    def part(r: dict) -> str:
+        out = (f"{r['variant']} {r['baseline_single']:.2f} → {r['current_single']:.2f} "
+               f"({r['single_pct']:+.1f} %)")
+        if r["bridge_verdict"]["kind"] != "not_enough":
+            out += f": {r['bridge_verdict']['text']}"
+        return out + (" (unreliable: drift)" if r.get("unreliable") else "")
+
     if len(measured) <= 4:
-        parts = ", ".join(f"{r['variant']} {r['baseline_single']:.2f} → {r['current_single']:.2f} "
-                          f"({r['single_pct']:+.1f} %)" for r in measured)
+        parts = ", ".join(part(r) for r in measured)
     else:
         lo = min(r["single_pct"] for r in measured)
         hi = max(r["single_pct"] for r in measured)
-        parts = f"{len(measured)} host × variant pairs re-measured, Δ {lo:+.1f} … {hi:+.1f} %"
+        def kind(r: dict) -> str:
+            v = r["bridge_verdict"]
+            if v["kind"] != "differs":
+                return {"no_difference": "no difference detectable", "not_enough": "without a verdict"}[v["kind"]]
+            return {True: "differ within the tolerance", False: "differ beyond the tolerance",
+                    None: "differ, unresolved against the tolerance"}[v["within_tolerance"]]
+        kinds = Counter(kind(r) for r in measured)
+        said = ", ".join(f"{c} {k}" for k, c in sorted(kinds.items()))
+        parts = f"{len(measured)} host × variant pairs re-measured, Δ {lo:+.1f} … {hi:+.1f} % ({said})"
     from_v = "/".join(sorted({str(r["baseline_vllm"]) for r in bridge_rows}))
     to_v = "/".join(sorted({str(r["current_vllm"]) for r in bridge_rows}))
-    verdict = (f"vLLM {from_v} → {to_v}: {parts}; max |Δ| {max_abs:.1f} % "
-               f"{'≤' if comparable else '>'} {threshold:g} % → figures "
-               f"{'comparable across the runs' if comparable else 'NOT comparable across the runs'}")
-    return comparable, max_abs, verdict
+    if not judged:
+        comparable = max_abs <= threshold
+        why = measured[0]["bridge_verdict"]["text"]
+        return comparable, max_abs, (
+            f"vLLM {from_v} → {to_v}: {parts}; {why}; by the medians alone max |Δ| {max_abs:.1f} % "
+            f"{'≤' if comparable else '>'} {threshold:g} % → figures "
+            f"{'comparable across the runs' if comparable else 'NOT comparable across the runs'}")
+    bad = [r for r in judged if not pair_ok(r)]
+    bad += [r for r in measured if pair_ok(r) is None and abs(r["single_pct"]) > threshold]
+    comparable = not bad
+    if comparable:
+        tail = (f"no bridge pair beyond the {threshold:g} % bridge tolerance → figures comparable across "
+                "the runs")
+    else:
+        names = ", ".join(sorted({f"{r['host']}/{r['variant']}" for r in bad}))
+        tail = (f"{names} beyond the {threshold:g} % bridge tolerance → figures NOT comparable across the runs")
+    return comparable, max_abs, f"vLLM {from_v} → {to_v}: {parts}; {tail}"
 
 
 def run_compare(current: list[dict], baseline: list[dict], threshold_pct: float = 2.5,
-                bridge_variants: list[str] | None = None) -> dict:
+                bridge_variants: list[str] | None = None, drift: dict | None = None) -> dict:
     """Per host × variant deltas between two runs plus the version-bridge verdict.
 
     Returns ``{"rows": [...], "bridge": {...}, "threshold_pct", "only_current", "only_baseline",
-    "simulated"}``. Each row: host, variant, baseline/current single medians and Δ%, within_noise,
-    baseline/current combined at 8 and Δ%, baseline/current vLLM version. ``bridge``: ``pairs``
-    (the bridge rows), ``comparable`` (True/False; None without a bridge pair), ``max_abs_pct``,
-    ``from_versions``/``to_versions`` and a one-line ``verdict``."""
+    "simulated"}``. Each row: host, variant, baseline/current single medians and Δ%, ``verdict``
+    (current's single-stream requests against the baseline's), baseline/current combined at 8,
+    Δ% and ``combined_8_verdict``, baseline/current vLLM version, ``unreliable`` (drift text of
+    the current run's host or None). ``bridge``: ``pairs`` (the bridge rows, each with a
+    ``bridge_verdict``: the single-stream verdict with the tolerance), ``comparable``
+    (True/False; None without a bridge pair), ``max_abs_pct``, ``from_versions``/``to_versions``
+    and a one-line ``verdict``."""
     threshold = _threshold(threshold_pct, "bridge")
     pairs = pair_results(current, baseline)
     rows: list[dict[str, Any]] = []
     for cur, base in pairs:
-        cmed, clo, chi = n.single_stats(cur)
-        bmed, blo, bhi = n.single_stats(base)
+        cmed = n.single_stats(cur)[0]
+        bmed = n.single_stats(base)[0]
         c8, b8 = n.combined_at(cur, 8), n.combined_at(base, 8)
         rows.append({
             "host": n.host_of(cur), "baseline_host": n.host_of(base), "variant": n.variant_name(cur),
             "model": n.model_of(cur), "config": n.config_of(cur),
             "baseline_single": bmed, "current_single": cmed, "single_pct": pct_diff(cmed, bmed),
-            "within_noise": ranges_overlap((blo, bhi), (clo, chi)),
+            "verdict": verdict_of(base, cur, "single"),
             "baseline_combined_8": b8, "current_combined_8": c8, "combined_8_pct": pct_diff(c8, b8),
+            "combined_8_verdict": verdict_of(base, cur, "combined_8"),
+            "unreliable": unreliable(n.host_of(cur), drift),
             "baseline_vllm": vllm_version(base), "current_vllm": vllm_version(cur),
             "simulated": n.is_simulated(cur) or n.is_simulated(base),
         })
@@ -336,6 +410,10 @@ def run_compare(current: list[dict], baseline: list[dict], threshold_pct: float 
         bridge_rows = [r for r in rows if r["variant"] in set(bridge_variants)]
     else:
         bridge_rows = [r for r in rows if r["baseline_vllm"] != r["current_vllm"]]
+    by_row = {id(r): (c, b) for r, (c, b) in zip(rows, pairs)}
+    for r in bridge_rows:
+        c, b = by_row[id(r)]
+        r["bridge_verdict"] = verdict_of(b, c, "single", tolerance_pct=threshold)
     comparable, max_abs, verdict = _bridge_verdict(bridge_rows, threshold)
     cur_keys = {(n.host_of(c), n.variant_name(c)) for c, _ in pairs}
     base_keys = {(n.host_of(b), n.variant_name(b)) for _, b in pairs}

@@ -1,5 +1,10 @@
 """Loading a run: exactly ``<run>/<host>/<variant>.json``, each checked; a bad file becomes a
-:class:`LoadError` naming the file and the fix while the other files are still reported."""
+:class:`LoadError` naming the file and the fix while the other files are still reported.
+
+Bracket documents (``<run>/<host>/<variant>.bracket.json``: the reference variant measured again
+at the end of the host's sequence, see ``sparkbench.plan``) are kept apart: ``Run.results``
+never holds them (they are not variants); ``Run.brackets`` does, for the drift section
+(``sparkbench.report.drift``)."""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ STATUSES = ("complete", "incomplete", "failed")
 NAME_RE = re.compile(r"^[a-z0-9._-]+$")
 #: Folders under a run directory that hold report output, not hosts.
 OUTPUT_DIRS = {"charts"}
+#: A bracket document's file name ends so: ``<variant>.bracket.json``.
+BRACKET_SUFFIX = ".bracket.json"
 
 
 @dataclass
@@ -32,6 +39,7 @@ class Run:
     path: Path
     results: list[dict] = field(default_factory=list)
     errors: list[LoadError] = field(default_factory=list)
+    brackets: list[dict] = field(default_factory=list)  # <variant>.bracket.json documents, never in results
 
     @property
     def run_id(self) -> str:
@@ -43,10 +51,20 @@ class RunNotFound(Exception):
     """The run directory does not exist or holds no ``<host>/<variant>.json`` file."""
 
 
-def result_files(run_dir: Path) -> list[Path]:
-    """The run's result files: ``<run_dir>/<host>/<variant>.json``, sorted (report outputs skipped)."""
-    return sorted(p for p in run_dir.glob("*/*.json")
+def _host_files(run_dir: Path) -> list[Path]:
+    return sorted(p for p in Path(run_dir).glob("*/*.json")
                   if p.is_file() and p.parent.name not in OUTPUT_DIRS and not p.parent.name.startswith("."))
+
+
+def result_files(run_dir: Path) -> list[Path]:
+    """The run's result files: ``<run_dir>/<host>/<variant>.json``, sorted (report outputs and
+    bracket documents skipped)."""
+    return [p for p in _host_files(run_dir) if not p.name.endswith(BRACKET_SUFFIX)]
+
+
+def bracket_files(run_dir: Path) -> list[Path]:
+    """The run's bracket documents: ``<run_dir>/<host>/<variant>.bracket.json``, sorted."""
+    return [p for p in _host_files(run_dir) if p.name.endswith(BRACKET_SUFFIX)]
 
 
 def check_document(doc: object, host: str, variant: str) -> str | None:
@@ -86,29 +104,48 @@ def load_run(run_dir: str | Path) -> Run:
     run = Run(path=path)
     fix = "re-run that variant with the same run id and bench_force=true, or delete the file"
     for f in files:
-        rel = str(f.relative_to(path))
-        host, variant = f.parent.name, f.stem
-        try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            run.errors.append(LoadError(rel, f"unreadable ({exc.__class__.__name__}: {exc}); "
-                                             f"check its permissions or {fix}"))
+        doc = _load_one(run, f, f.stem, fix)
+        if doc is not None:
+            run.results.append(doc)
+    for f in bracket_files(path):
+        variant = f.name[:-len(BRACKET_SUFFIX)]
+        doc = _load_one(run, f, variant, "re-run the host's sequence (bench_bracket=true) or delete the file")
+        if doc is None:
             continue
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            run.errors.append(LoadError(rel, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {fix}"))
+        of = doc.get("bracket").get("of") if isinstance(doc.get("bracket"), dict) else None
+        if of != variant:
+            run.errors.append(LoadError(str(f.relative_to(path)), f"field 'bracket.of' is {of!r} but the file is "
+                                        f"named {variant}.bracket.json; delete the file or re-run the host"))
             continue
-        problem = check_document(doc, host, variant)
-        if problem:
-            run.errors.append(LoadError(rel, f"{problem}; {fix}"))
-            continue
-        doc.setdefault("host", host)
-        if not isinstance(doc.get("variant"), dict):
-            doc["variant"] = {"name": doc.get("variant") or variant}
-        doc["variant"].setdefault("name", variant)
-        run.results.append(doc)
+        run.brackets.append(doc)
     return run
+
+
+def _load_one(run: Run, f: Path, variant: str, fix: str) -> dict | None:
+    """One checked document (host and variant name filled in from its place), or None with the
+    problem added to ``run.errors``."""
+    rel = str(f.relative_to(run.path))
+    host = f.parent.name
+    try:
+        text = f.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        run.errors.append(LoadError(rel, f"unreadable ({exc.__class__.__name__}: {exc}); "
+                                         f"check its permissions or {fix}"))
+        return None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        run.errors.append(LoadError(rel, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {fix}"))
+        return None
+    problem = check_document(doc, host, variant)
+    if problem:
+        run.errors.append(LoadError(rel, f"{problem}; {fix}"))
+        return None
+    doc.setdefault("host", host)
+    if not isinstance(doc.get("variant"), dict):
+        doc["variant"] = {"name": doc.get("variant") or variant}
+    doc["variant"].setdefault("name", variant)
+    return doc
 
 
 def apply_profiles(results: list[dict], profiles_dir: str | Path) -> int:

@@ -369,7 +369,11 @@ def variant_row(result: dict, results: list[dict]) -> dict:
         "tokens_per_step": mal if spec else None,
         "time_to_ready_s": num(dig(result, "server_startup", "time_to_ready_s")),
         "model_memory_gib": num(dig(result, "server_startup", "model_memory_gib")),
+        "protocol_flags": "; ".join(f"{f.get('code')}: {f.get('reason')}" for f in protocol_flags(result)) or None,
     })
+    # the kernels vLLM chose, read off the server log (sparkbench.engine_log): None when not recorded
+    row.update({"attention_backend": dig(result, "kernels", "attention_backend"),
+                "moe_backend": dig(result, "kernels", "moe_backend")})
     return row
 
 
@@ -406,22 +410,71 @@ def image_rows(results: list[dict]) -> list[dict]:
     return rows
 
 
+def telemetry_phases(result: dict) -> dict[str, dict]:
+    """Per phase: ``power_w_mean``, ``sm_clock_mhz_mean``, ``graphics_clock_mhz_mean``,
+    ``temp_c_max``, ``tokens_per_joule`` — from measure.py's ``telemetry.phases.<phase>``
+    (``power_w.mean``, ``sm_clock_mhz.mean``, ...), or from the flat ``telemetry.<phase>`` of
+    older and synthetic documents."""
+    tel = result.get("telemetry")
+    if not isinstance(tel, dict):
+        return {}
+    if isinstance(tel.get("phases"), dict):
+        return {ph: {"power_w_mean": num(dig(t, "power_w", "mean")), "sm_clock_mhz_mean": num(dig(t, "sm_clock_mhz", "mean")),
+                     "graphics_clock_mhz_mean": num(dig(t, "graphics_clock_mhz", "mean")),
+                     "temp_c_max": num(dig(t, "temperature_c", "max")), "tokens_per_joule": num(t.get("tokens_per_joule"))}
+                for ph, t in tel["phases"].items() if isinstance(t, dict)}
+    return {ph: {"power_w_mean": num(t.get("power_w_mean")), "sm_clock_mhz_mean": num(t.get("sm_clock_mhz_mean")),
+                 "graphics_clock_mhz_mean": num(t.get("graphics_clock_mhz_mean")),
+                 "temp_c_max": num(t.get("temp_c_max")), "tokens_per_joule": num(t.get("tokens_per_joule"))}
+            for ph, t in tel.items() if isinstance(t, dict)}
+
+
 def telemetry_rows(results: list[dict]) -> list[dict]:
     """Per host × variant × phase where telemetry was recorded: power (W), SM clock (MHz),
     max temperature (°C), tokens per joule."""
     rows = []
     for r in sort_results(results):
-        tel = r.get("telemetry")
-        if not isinstance(tel, dict):
+        for phase, t in telemetry_phases(r).items():
+            rows.append({"host": host_of(r), "variant": variant_name(r), "phase": phase, **t})
+    return rows
+
+
+def protocol_flags(result: dict) -> list[dict]:
+    """The run-protocol flags of a result (``protocol.flags``: ``{code, reason}``)."""
+    flags = dig(result, "protocol", "flags")
+    return [f for f in flags if isinstance(f, dict)] if isinstance(flags, list) else []
+
+
+def protocol_rows(results: list[dict]) -> list[dict]:
+    """Per host × variant with a ``protocol`` block: the clock under load and its maximum [MHz],
+    MemAvailable and page cache before/after [GiB], swap pages moved, new kernel-log lines (or why
+    none were read), the page-cache drop, and the flags."""
+    rows = []
+    for r in sort_results(results):
+        p = r.get("protocol")
+        if not isinstance(p, dict):
             continue
-        for phase, t in tel.items():
-            if not isinstance(t, dict):
-                continue
-            rows.append({"host": host_of(r), "variant": variant_name(r), "phase": phase,
-                         "power_w_mean": num(t.get("power_w_mean")),
-                         "sm_clock_mhz_mean": num(t.get("sm_clock_mhz_mean")),
-                         "temp_c_max": num(t.get("temp_c_max")),
-                         "tokens_per_joule": num(t.get("tokens_per_joule"))})
+
+        def gib(which: str, key: str) -> float | None:
+            v = num(dig(p, which, key))
+            return v / 1024.0 if v is not None else None
+
+        kl = p.get("kernel_log") if isinstance(p.get("kernel_log"), dict) else None
+        rows.append({"host": host_of(r), "variant": variant_name(r), "simulated": is_simulated(r),
+                     "clock_under_load_mhz": num(dig(p, "clock", "under_load_mhz")),
+                     "clock_max_mhz": num(dig(p, "clock", "max_mhz")),
+                     "clock_samples": num(dig(p, "clock", "samples_under_load")),
+                     "clock_reason": dig(p, "clock", "reason"),
+                     "mem_available_before_gib": gib("memory_before", "mem_available_mib"),
+                     "mem_available_after_gib": gib("memory_after", "mem_available_mib"),
+                     "cached_before_gib": gib("memory_before", "cached_mib"),
+                     "cached_after_gib": gib("memory_after", "cached_mib"),
+                     "swap_pages": (num(dig(p, "swap", "pswpin")) or 0) + (num(dig(p, "swap", "pswpout")) or 0)
+                     if isinstance(p.get("swap"), dict) else None,
+                     "kernel_new_lines": len(kl.get("new_lines") or []) if kl else None,
+                     "kernel_reason": p.get("kernel_log_reason"),
+                     "drop_caches": p.get("drop_caches") if isinstance(p.get("drop_caches"), dict) else None,
+                     "flags": protocol_flags(r)})
     return rows
 
 
@@ -452,5 +505,6 @@ def report_tables(results: list[dict]) -> dict:
         hosts.setdefault(host_of(r), []).append(variant_row(r, ordered))
     return {"hosts": hosts, "quality": quality_rows(ordered), "image": image_rows(ordered),
             "telemetry": telemetry_rows(ordered), "failures": failure_rows(ordered),
+            "protocol": protocol_rows(ordered),
             "simulated": any(is_simulated(r) for r in ordered),
             "backends": sorted({b for b in (backend_of(r) for r in ordered) if b})}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+from ..verdict import MIN_REQUESTS
 from . import compare
 from . import numbers as n
 from .table import DASH, Table, f, pct, redact, rng, sim, text, yesno
@@ -119,6 +120,38 @@ def telemetry_table(data: dict) -> Table | None:
                                             "temp °C (max)", "tok/J"], rows)
 
 
+def protocol_table(data: dict) -> Table | None:
+    """Run protocol per measurement: the clock under load against its maximum, memory and page
+    cache before → after, swap, kernel log, the page-cache drop, and the flags with their reasons."""
+    rows = []
+    for p in data.get("protocol") or []:
+        if p["clock_under_load_mhz"] is not None and p["clock_max_mhz"]:
+            clock = f"{p['clock_under_load_mhz']:.0f} of {p['clock_max_mhz']:.0f} ({p['clock_samples']:.0f} samples)"
+        else:
+            clock = text(p["clock_reason"]) if p["clock_reason"] else DASH
+        mem = (f"{f(p['mem_available_before_gib'], 1)} → {f(p['mem_available_after_gib'], 1)}"
+               if p["mem_available_before_gib"] is not None else DASH)
+        cache = (f"{f(p['cached_before_gib'], 1)} → {f(p['cached_after_gib'], 1)}"
+                 if p["cached_before_gib"] is not None else DASH)
+        kernel = (f"{p['kernel_new_lines']} new line(s)" if p["kernel_new_lines"] is not None
+                  else text(p["kernel_reason"]) if p["kernel_reason"] else DASH)
+        dc = p["drop_caches"]
+        drop = DASH if not dc else ("dropped" if dc.get("done") else
+                                    ("not requested" if not dc.get("requested") else f"not done: {text(dc.get('reason'))}"))
+        flags = "; ".join(f"{x.get('code')}: {x.get('reason')}" for x in p["flags"]) or "none"
+        rows.append([p["host"], sim(p["variant"], p["simulated"]), clock, mem, cache,
+                     DASH if p["swap_pages"] is None else f"{p['swap_pages']:.0f}", kernel, drop, text(flags)])
+    if not rows:
+        return None
+    return Table("protocol", "Run protocol",
+                 ["host", "variant", "clock under load MHz (of max)", "MemAvailable GiB before → after",
+                  "page cache GiB before → after", "swap pages", "kernel log", "page cache drop", "flags"], rows,
+                 ["clock under load = median graphics clock of the samples taken while requests were in flight "
+                  "and the GPU was busy (utilization ≥ 50 %); clock_capped below 50 % of the maximum (the "
+                  "throttle check fails a GB10 below 1400 of 3003 MHz); host_swapped above 256 pages swapped "
+                  "during the measured phases; gpu_xid / oom_kill on new kernel-log lines"])
+
+
 def failures_table(data: dict) -> Table | None:
     """Failed and incomplete variants with stage, reason and remedy."""
     if not data["failures"]:
@@ -131,15 +164,32 @@ def failures_table(data: dict) -> Table | None:
 def per_host(results: list[dict]) -> tuple[dict, list[Table], list[Table]]:
     """(the per-host numbers, the host tables, the quality/image/telemetry/failure tables)."""
     data = n.report_tables(results)
-    extras = [t for t in (quality_table(data), image_table(data), telemetry_table(data), failures_table(data))
+    extras = [t for t in (quality_table(data), image_table(data), telemetry_table(data), protocol_table(data),
+                          failures_table(data))
               if t is not None]
     return data, host_tables(data), extras
 
 
 # --------------------------------------------------------------------------- head to head
 
-def _noise(value: bool | None) -> str:
-    return DASH if value is None else ("within noise" if value else "beyond noise")
+def verdict_cell(verdict: dict | None, unreliable: str | None = None) -> str:
+    """A comparison's verdict text (:func:`sparkbench.verdict.compare_samples`), marked
+    "(unreliable: drift)" when the host drifted."""
+    out = verdict["text"] if verdict else DASH
+    return out + (" (unreliable: drift)" if unreliable else "")
+
+
+def _kinds_phrase(kinds: list[str], what: str) -> str:
+    """`` — differs in 3 of 3 configurations`` / `` — no difference detectable: the gap is gone``
+    for one summary line (``what`` = "configurations")."""
+    if not kinds:
+        return ""
+    if all(k == "not_enough" for k in kinds):
+        return " — not enough requests for a verdict"
+    if all(k == "no_difference" for k in kinds):
+        return " — no difference detectable: the gap is gone"
+    differ = sum(k == "differs" for k in kinds)
+    return f" — differs in {differ} of {len(kinds)} {what}"
 
 
 def describe_range(lo: float | None, hi: float | None, configs: list[str]) -> str:
@@ -160,19 +210,21 @@ def describe_range(lo: float | None, hi: float | None, configs: list[str]) -> st
 def sentence(s: dict) -> str:
     """One summary line for a build against the reference build on one host."""
     line = (f"{s['host']} · {s['model_key']}: {s['build']} vs {s['reference_build']} — single-stream "
-            f"{describe_range(s['single_pct_min'], s['single_pct_max'], s['single_configs'])}")
+            f"{describe_range(s['single_pct_min'], s['single_pct_max'], s['single_configs'])}"
+            + _kinds_phrase(s["single_kinds"], "configurations"))
     if s["c8_configs"]:
-        line += f"; at 8 parallel {describe_range(s['c8_pct_min'], s['c8_pct_max'], s['c8_configs'])}"
-        if s["c8_all_within_noise"]:
-            line += " — within noise: the gap is gone"
-        elif s["c8_all_within_noise"] is False:
-            line += " — beyond noise"
+        line += (f"; at 8 parallel {describe_range(s['c8_pct_min'], s['c8_pct_max'], s['c8_configs'])}"
+                 + _kinds_phrase(s["c8_kinds"], "configurations"))
+    if s.get("unreliable"):
+        line += f" (unreliable: drift — {s['unreliable']})"
     return sim(line, s["simulated"])
 
 
-def head_to_head(results: list[dict], reference_build: str | None = None) -> tuple[dict, list[str], Table | None]:
-    """(the numbers, summary sentences, comparison table or None when no model has two builds)."""
-    data = compare.head_to_head(results, reference_build=reference_build)
+def head_to_head(results: list[dict], reference_build: str | None = None,
+                 drift: dict | None = None) -> tuple[dict, list[str], Table | None]:
+    """(the numbers, summary sentences, comparison table or None when no model has two builds).
+    ``drift``: see :func:`sparkbench.report.compare.head_to_head`."""
+    data = compare.head_to_head(results, reference_build=reference_build, drift=drift)
     if not data["rows"]:
         return data, [], None
     by_key: dict[tuple, dict[str, dict]] = {}
@@ -181,26 +233,31 @@ def head_to_head(results: list[dict], reference_build: str | None = None) -> tup
     rows = []
     for (host, mkey, config, build), m in by_key.items():
         s = m["single"]
-        rows.append([host, mkey, config, f"{build} vs {s['reference_build']}", f(s["reference_value"]),
-                     f(s["value"]), pct(s["pct_diff"]), _noise(s["within_noise"]),
-                     pct(m["combined_2"]["pct_diff"]), pct(m["combined_4"]["pct_diff"]),
-                     pct(m["combined_8"]["pct_diff"]), _noise(m["combined_8"]["within_noise"])])
+        cells = [host, mkey, config, f"{build} vs {s['reference_build']}", f(s["reference_value"]), f(s["value"])]
+        for metric in compare.METRICS:
+            cells += [pct(m[metric]["pct_diff"]), verdict_cell(m[metric]["verdict"], m[metric]["unreliable"])]
+        rows.append(cells)
     simulated = any(r["simulated"] for r in data["rows"])
     table = Table("head-to-head", sim("Head-to-head: builds of the same model", simulated),
-                  ["host", "model", "config", "builds", "ref tok/s", "tok/s", "Δ single", "single noise",
-                   "Δ 2 par", "Δ 4 par", "Δ 8 par", "8 par noise"], rows,
+                  ["host", "model", "config", "builds", "ref tok/s", "tok/s", "Δ single", "single verdict",
+                   "Δ 2 par", "2 par verdict", "Δ 4 par", "4 par verdict", "Δ 8 par", "8 par verdict"], rows,
                   [f"Δ = (build − reference) / reference; reference build = {data['reference_build']} "
                    "(first listed in the matrix)",
-                   "single: within noise when the min–max ranges overlap; combined (measured once): when "
-                   "|Δ| ≤ the larger single-stream spread of the two variants"])
+                   "verdict: 95 % interval of the ratio of medians by a bootstrap over whole requests, and "
+                   "the minimum detectable difference (docs/REPORTS.md, \"How to read a verdict\"); single "
+                   "compares the single-stream runs, N par (combined, measured once per concurrency) the "
+                   f"N per-stream decode rates, so below {MIN_REQUESTS} parallel there are too "
+                   "few requests for a verdict"])
     return data, [sentence(s) for s in data["summary"]], table
 
 
 # --------------------------------------------------------------------------- fleet
 
-def fleet(results: list[dict], threshold_pct: float = 5.0) -> tuple[dict, list[Table], list[str]]:
-    """(the numbers, tables, flag lines). No tables for a one-host run."""
-    data = compare.fleet_compare(results, threshold_pct=threshold_pct)
+def fleet(results: list[dict], threshold_pct: float = 5.0,
+          drift: dict | None = None) -> tuple[dict, list[Table], list[str]]:
+    """(the numbers, tables, flag lines). No tables for a one-host run. ``drift``: see
+    :func:`sparkbench.report.compare.fleet_compare`."""
+    data = compare.fleet_compare(results, threshold_pct=threshold_pct, drift=drift)
     if len(data["hosts"]) < 2:
         return data, [], []
     hosts = data["hosts"]
@@ -221,14 +278,26 @@ def fleet(results: list[dict], threshold_pct: float = 5.0) -> tuple[dict, list[T
                      "(with two hosts the median is their mean)")
     matrix = Table("fleet", sim("Fleet: host × variant", data["simulated"]),
                    ["variant", "fleet median"] + hosts, rows, notes)
+    verdict_rows = [[h, v, f(data["matrix"][v].get(h), 2), verdict_cell(cell, data["unreliable"].get(h))]
+                    for v, by_host in data["verdicts"].items() for h, cell in by_host.items()]
+    verdict_table = Table("fleet-verdicts", sim("Fleet: each host against its peers", data["simulated"]),
+                          ["host", "variant", "single tok/s", "verdict against the other hosts"], verdict_rows,
+                          ["the host's single-stream requests against the pooled requests of the other hosts "
+                           "(same variant); 95 % bootstrap interval of the ratio of medians"])
     flag_rows, lines = [], []
     for fl in data["flagged"]:
         diffs = "; ".join(f"{d['field']} {d['value']} (fleet: {d['majority']})" for d in fl["differs"]) \
             or "no manifest difference recorded"
+        kinds = [v["kind"] for v in fl["verdicts"].values()]
+        said = (f"; against its peers it differs in {sum(k == 'differs' for k in kinds)} of {len(kinds)} variants"
+                if any(k != "not_enough" for k in kinds) else
+                ("; against its peers: not enough requests for a verdict" if kinds else ""))
+        drift_note = " (unreliable: drift)" if data["unreliable"].get(fl["host"]) else ""
         flag_rows.append([fl["host"], pct(fl["deviation_pct"]), diffs])
         lines.append(sim(f"{fl['host']} is {abs(fl['deviation_pct']):.1f} % below the fleet median "
-                         f"(threshold {data['threshold_pct']:g} %); differs in: {diffs}", data["simulated"]))
-    tables = [matrix]
+                         f"(threshold {data['threshold_pct']:g} %){said}{drift_note}; differs in: {diffs}",
+                         data["simulated"]))
+    tables = [matrix, verdict_table] if verdict_rows else [matrix]
     if flag_rows:
         tables.append(Table("fleet-flagged", "Flagged hosts", ["host", "deviation", "differs from the majority in"],
                             flag_rows))
@@ -238,36 +307,72 @@ def fleet(results: list[dict], threshold_pct: float = 5.0) -> tuple[dict, list[T
 # --------------------------------------------------------------------------- run to run
 
 def run_to_run(results: list[dict], baseline: list[dict], baseline_id: str,
-               threshold_pct: float = 2.5) -> tuple[dict, list[Table], str]:
-    """(the numbers, [bridge table, deltas table], bridge verdict line)."""
-    data = compare.run_compare(results, baseline, threshold_pct=threshold_pct)
+               threshold_pct: float = 2.5, drift: dict | None = None) -> tuple[dict, list[Table], str]:
+    """(the numbers, [bridge table, deltas table], bridge verdict line). ``drift``: see
+    :func:`sparkbench.report.compare.run_compare`."""
+    data = compare.run_compare(results, baseline, threshold_pct=threshold_pct, drift=drift)
     simulated = data["simulated"]
     bridge = data["bridge"]
     verdict = sim(f"Version bridge against run {baseline_id}: {bridge['verdict']}", simulated)
     tables = []
     if bridge["pairs"]:
-        rows = [[r["host"], r["variant"], f"{text(r['baseline_vllm'])} → {text(r['current_vllm'])}",
-                 f(r["baseline_single"], 2), f(r["current_single"], 2), pct(r["single_pct"]),
-                 DASH if r["single_pct"] is None else ("yes" if abs(r["single_pct"]) <= bridge["threshold_pct"] else "no")]
-                for r in bridge["pairs"]]
+        rows = []
+        for r in bridge["pairs"]:
+            ok = compare.pair_ok(r)
+            if ok is None:  # no verdict: the medians alone
+                ok = None if r["single_pct"] is None else abs(r["single_pct"]) <= bridge["threshold_pct"]
+            rows.append([r["host"], r["variant"], f"{text(r['baseline_vllm'])} → {text(r['current_vllm'])}",
+                         f(r["baseline_single"], 2), f(r["current_single"], 2), pct(r["single_pct"]),
+                         verdict_cell(r["bridge_verdict"], r["unreliable"]), yesno(ok)])
         tables.append(Table("bridge", sim("Version bridge", simulated),
-                            ["host", "variant", "vLLM", "baseline tok/s", "current tok/s", "Δ",
+                            ["host", "variant", "vLLM", "baseline tok/s", "current tok/s", "Δ", "verdict",
                              f"within {bridge['threshold_pct']:g} %"], rows,
-                            [f"comparable when every bridge variant's single-stream |Δ| ≤ "
-                             f"{bridge['threshold_pct']:g} % (the seed's tolerance)", bridge["verdict"]]))
+                            [f"comparable when every bridge pair's single-stream verdict finds no detectable "
+                             f"difference or puts its whole 95 % interval within ±{bridge['threshold_pct']:g} % "
+                             "(the seed's tolerance); pairs without per-request data are judged by their "
+                             "medians' |Δ| alone", bridge["verdict"]]))
     rows = [[r["host"], r["variant"], f(r["baseline_single"], 2), f(r["current_single"], 2), pct(r["single_pct"]),
-             _noise(r["within_noise"]), f(r["baseline_combined_8"]), f(r["current_combined_8"]),
-             pct(r["combined_8_pct"])]
+             verdict_cell(r["verdict"], r["unreliable"]), f(r["baseline_combined_8"]), f(r["current_combined_8"]),
+             pct(r["combined_8_pct"]), verdict_cell(r["combined_8_verdict"], r["unreliable"])]
             for r in data["rows"]]
-    notes = ["Δ = (current − baseline) / baseline; within noise when the single-stream min–max ranges overlap"]
+    notes = ["Δ = (current − baseline) / baseline; verdict: the current run's requests against the baseline's "
+             "(95 % bootstrap interval of the ratio of medians; 8 par: the 8 per-stream decode rates)"]
     if data["only_current"]:
         notes.append("only in this run: " + ", ".join(data["only_current"]))
     if data["only_baseline"]:
         notes.append(f"only in {baseline_id}: " + ", ".join(data["only_baseline"]))
     tables.append(Table("run-to-run", sim(f"Run to run: against {baseline_id}", simulated),
-                        ["host", "variant", "baseline single", "current single", "Δ single", "noise",
-                         "baseline 8 par", "current 8 par", "Δ 8 par"], rows, notes))
+                        ["host", "variant", "baseline single", "current single", "Δ single", "single verdict",
+                         "baseline 8 par", "current 8 par", "Δ 8 par", "8 par verdict"], rows, notes))
     return data, tables, verdict
+
+
+# --------------------------------------------------------------------------- drift (bracketing)
+
+def drift_section(drift: dict) -> tuple[list[Table], list[str]]:
+    """(["Drift (bracketing)" table] or [], summary lines for the hosts that drifted).
+    ``drift`` = :func:`sparkbench.report.drift.host_drift`."""
+    if not drift:
+        return [], []
+    simulated = any(d.get("simulated") for d in drift.values())
+    rows = []
+    for host, d in sorted(drift.items()):
+        verdict = d.get("verdict") or {}
+        rows.append([host, text(d.get("variant")), f(d.get("reference_median"), 2) + f" (n={d.get('n_reference', 0)})",
+                     f(d.get("bracket_median"), 2) + f" (n={d.get('n_bracket', 0)})",
+                     text(d.get("reason") or verdict.get("text")),
+                     "unreliable" if d.get("unreliable") else
+                     ("no drift seen" if verdict.get("kind") == "no_difference" else "no verdict")])
+    table = Table("drift", sim("Drift (bracketing)", simulated),
+                  ["host", "reference variant", "start tok/s", "end tok/s", "drift verdict", "comparisons"], rows,
+                  ["start = the reference variant's single-stream median in its main result; end = the same "
+                   "variant measured again after the host's last variant (<variant>.bracket.json)",
+                   "unreliable: the host drifted beyond the noise while its variants ran, so its comparisons "
+                   "may show the drift, not the variants"])
+    lines = [sim(f"{host}: comparisons unreliable — {d.get('text') or 'drift beyond the noise'}",
+                 bool(d.get("simulated")))
+             for host, d in sorted(drift.items()) if d.get("unreliable")]
+    return [table], lines
 
 
 # --------------------------------------------------------------------------- manifest
@@ -343,3 +448,81 @@ def manifest(results: list[dict]) -> tuple[dict, list[Table]]:
         tables.append(Table("launch", "Launch commands (secrets redacted)", ["variant", "command", "config hash"], cmds))
     summary["launch_commands"] = {row[0]: row[1] for row in cmds}
     return summary, tables
+
+
+# --------------------------------------------------------------------------- history (sparkbench.history)
+
+HISTORY_RUNS = 8  # runs per host × variant the report's trend shows (the newest)
+
+
+def history_trend(run_path, results: list[dict]) -> list[Table]:
+    """"History" tables: per host of the run, the single-stream median of each of its variants
+    over the stored runs (the history index of the results folder holding the run; an index that
+    does not exist yet is built in memory, not written), newest :data:`HISTORY_RUNS` runs, with
+    Δ vs the previous run and vs the first (sparkbench.history.trend). Hosts with only this run
+    get no table."""
+    from pathlib import Path
+
+    from .. import history
+
+    hosts = sorted({n.host_of(r) for r in results if n.host_of(r)})
+    variants = {n.variant_name(r) for r in results}
+    if not hosts:
+        return []
+    trends = history.host_trends(Path(run_path).parent, hosts, variants)
+    tables = []
+    for host in hosts:
+        rows_ = trends.get(host) or []
+        if len({r["run_id"] for r in rows_}) < 2:
+            continue
+        by_variant: dict[str, list[dict]] = defaultdict(list)
+        for r in rows_:
+            by_variant[r["variant"]].append(r)
+        cells = []
+        for variant in sorted(by_variant):
+            for r in by_variant[variant][-HISTORY_RUNS:]:
+                cells.append([variant, text(r["run_id"]), f(r["single_median"], 2) if r["single_median"] is not None
+                              else text(r["status"]), pct(r["delta_prev_pct"]), pct(r["delta_first_pct"]),
+                              f(r["clock_under_load_mhz"], 0), text(r["driver"]), text(r["health"])])
+        simulated = any(r["simulated"] for r in rows_)
+        tables.append(Table(f"history-{host}", sim(f"History: {host}", simulated),
+                            ["variant", "run", "single tok/s", "Δ prev", "Δ first", "clock MHz", "driver", "health"],
+                            cells, ["Δ prev / Δ first = (median − that run's) / that run's; the runs stored beside "
+                                    "this one (results/index.sqlite, rebuilt from the JSON when stale); "
+                                    "`scripts/sparkbench history HOST` prints the same"]))
+    return tables
+
+
+# --------------------------------------------------------------------------- kernels vLLM chose
+
+KERNEL_HEADERS = ["host", "variant", "attention", "MoE backend", "GEMM kernel", "CUDA graphs", "KV cache tokens",
+                  "max concurrency", "model load"]
+
+
+def kernels_table(results: list[dict]) -> Table | None:
+    """"Kernels vLLM chose": per variant, what its server's startup log says it picked (the
+    ``kernels`` block, :mod:`sparkbench.engine_log`): attention backend, MoE backend (with its
+    quantisation), NVFP4 GEMM kernel (and the Marlin FP4 weight-only warning), CUDA graphs
+    (capture time and memory), KV-cache tokens, maximum concurrency (vLLM's ratio of KV-cache
+    tokens to tokens per request), model load (GiB and seconds). "–" where the log does not
+    say; None when no result carries a ``kernels`` block."""
+    from sparkbench.engine_log import summary
+
+    rows, simulated = [], False
+    for r in n.sort_results(results):
+        k = r.get("kernels")
+        if not isinstance(k, dict):
+            continue
+        simulated = simulated or n.is_simulated(r)
+        s = summary(k)
+        rows.append([n.host_of(r), n.variant_name(r) + (" (failed)" if r.get("status") == "failed" else "")]
+                    + [text(redact(s[c])) for c in ("attention", "moe", "gemm", "cuda_graphs", "kv_cache_tokens",
+                                                     "max_concurrency", "load")])
+    if not rows:
+        return None
+    notes = ["read off each server's startup log (vLLM's own lines; `kernels.lines` in the result file quotes "
+             "them); – = the log does not say (a CPU build logs no attention backend for a dense model)"]
+    if simulated:
+        notes.append("simulated rows: the simulator prints these lines in vLLM's formats from its flags and "
+                     "profiles; they describe the simulation, not a GPU")
+    return Table("kernels", sim("Kernels vLLM chose", simulated), KERNEL_HEADERS, rows, notes)

@@ -17,7 +17,8 @@ CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status"
                "single_tok_s", "single_min", "single_max", "speedup_vs_bare", "combined_2", "combined_4",
                "combined_8", "acceptance_per_position", "mean_acceptance_length", "ttft_p50_s",
                "roofline_tok_s", "pct_of_roofline", "tokens_per_step", "time_to_ready_s", "model_memory_gib",
-               "quality_passed", "failure_stage", "failure_reason"]
+               "quality_passed", "failure_stage", "failure_reason", "protocol_flags",
+               "attention_backend", "moe_backend"]
 
 
 def write_atomic(path: Path, content: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from .api import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PLAYBOOK_ERROR, EXIT_USAGE,
@@ -49,6 +50,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
     r.add_argument("--fleet-threshold", type=float, default=5.0, help="flag hosts this %% below the fleet median")
     r.add_argument("--bridge-threshold", type=float, default=2.5, help="version bridge tolerance in %%")
+    h = sub.add_parser("history", help="a unit's trend over the stored runs (the SQLite index, sparkbench.history)")
+    h.add_argument("host", help="inventory host name, e.g. spark-sim03")
+    h.add_argument("variant", nargs="?", help="one variant (default: every variant of the host)")
+    h.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
     return p
 
 
@@ -77,10 +82,30 @@ def summary(result: BenchResult, out: TextIO) -> None:
     out.write(f"results: {result.run_dir}\nartifacts: {result.artifacts_dir}\nexit code {result.rc}\n")
 
 
+def history_command(host: str, variant: str | None, results_dir: str | None) -> int:
+    """``sparkbench history HOST [VARIANT]``: one line per run, Δ vs the previous and the first run."""
+    from .. import history
+    from ..paths import DEFAULT_RESULTS_DIR
+
+    where = results_dir or DEFAULT_RESULTS_DIR
+    if not Path(where).is_dir():
+        print(f"sparkbench: --results-dir {where} is not a directory; pass the folder that holds the runs",
+              file=sys.stderr)
+        return EXIT_USAGE
+    _, rebuilt = history.ensure(where)
+    if rebuilt:
+        print(f"sparkbench: index rebuilt ({rebuilt})", file=sys.stderr)
+    for line in history.format_trend(history.trend(history.rows(where, host, variant)), host):
+        print(line)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = parser().parse_args(argv)
     try:
+        if args.command == "history":
+            return history_command(args.host, args.variant, args.results_dir)
         if args.command == "report":
             out = run_report(args.run, baseline=args.baseline, results_dir=args.results_dir,
                              fleet_threshold=args.fleet_threshold, bridge_threshold=args.bridge_threshold)

@@ -7,7 +7,12 @@ it begins (``preflight``, ``launch``, ``measure``) and by the ``sparkbench_resul
 the document is written (``done`` — complete or incomplete — or ``failed``, with ``reason``).
 
 States of a host × variant: waiting → launching → measuring → done | failed. A host that is
-unreachable or fails outside a variant's rescue marks its unfinished variants failed."""
+unreachable or fails outside a variant's rescue marks its unfinished variants failed.
+
+The bracket run (``bench_plan.bracket``: the reference variant measured again at the end, named
+``<variant>.bracket``) is its own entry, after the host's variants. It appears when its first
+stage begins, not from the plan: bench.yml runs it only once the reference's result is complete,
+so a bracket that never starts is not a failure."""
 
 from __future__ import annotations
 

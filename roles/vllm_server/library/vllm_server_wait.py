@@ -11,8 +11,12 @@ description:
     state, so a server that exits during start fails at once instead of after the timeout.
   - Reports the time to ready (from the container's StartedAt to the first 200) and the model
     memory from vLLM's "Model loading took X GiB" log line.
+  - When ready, returns the start of the container log (the startup log, at most startup_log_lines
+    lines of stdout, then of stderr, each cut at 2000 characters) for sparkbench.engine_log, which
+    reads the kernels vLLM chose off it on the controller.
   - On failure (container exited, timeout) returns the last log lines, the exit code and Docker's
     start error, for matching against known error signatures.
+  - Every value in secrets is masked (Ansible's no_log masking) in everything returned.
   - Read-only; never reports changed. Needs the docker CLI on the host.
 options:
   container: {description: Container name., type: str, required: true}
@@ -20,12 +24,15 @@ options:
   timeout: {description: Seconds to wait for readiness., type: float, default: 900}
   interval: {description: Seconds between polls., type: float, default: 0.25}
   log_lines: {description: Log lines returned on failure., type: int, default: 40}
+  startup_log_lines: {description: Lines of the startup log returned when ready (0 returns none)., type: int, default: 400}
+  secrets: {description: Secret values (HF token, API key) masked in what is returned; never logged., type: list, elements: str, default: []}
 """
 
 RETURN = r"""
 time_to_ready_s: {description: Seconds from container start to the first 200 from /health., type: float}
 model_memory_gib: {description: GiB from "Model loading took X GiB", null when the log has none., type: float}
 state: {description: ready / exited / timeout., type: str}
+startup_log: {description: "The first startup_log_lines lines of the container log when ready (stdout, then stderr), secrets masked; empty on failure.", type: str}
 exit_code: {description: Container exit code when it exited., type: int}
 log_excerpt: {description: Last log lines (failure only)., type: str}
 start_error: {description: Docker's State.Error (failure only)., type: str}
@@ -66,6 +73,13 @@ def _parse_started(text: str) -> float | None:
     return base + (float("0" + found.group(2)[:10]) if found.group(2) else 0.0)
 
 
+def startup_excerpt(stdout: str, stderr: str, lines: int, width: int = 2000) -> str:
+    """The first ``lines`` lines of stdout, then of stderr (the log up to ready), each cut at ``width``."""
+    out = (stdout or "").splitlines()[:max(lines, 0)]
+    out += (stderr or "").splitlines()[:max(lines - len(out), 0)]
+    return "\n".join(line[:width] for line in out)
+
+
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:
@@ -82,6 +96,8 @@ def main() -> None:
             "timeout": {"type": "float", "default": 900.0},
             "interval": {"type": "float", "default": 0.25},
             "log_lines": {"type": "int", "default": 40},
+            "startup_log_lines": {"type": "int", "default": 400},
+            "secrets": {"type": "list", "elements": "str", "default": [], "no_log": True},
         },
         supports_check_mode=True,
     )
@@ -113,12 +129,14 @@ def main() -> None:
 
     ready_at = time.time()
     if state == "ready":
-        log = _logs(name, "all")
+        proc = subprocess.run(["docker", "logs", name], capture_output=True, text=True, check=False)
+        log = (proc.stdout or "") + (proc.stderr or "")
         found = MEMORY_RE.search(log)
         module.exit_json(
             changed=False, state="ready",
             time_to_ready_s=round(ready_at - started, 3) if started else None,
             model_memory_gib=float(found.group(1)) if found else None,
+            startup_log=startup_excerpt(proc.stdout, proc.stderr, module.params["startup_log_lines"]),
         )
     info = _inspect(name) or {}
     st = info.get("State", {})

@@ -1,0 +1,405 @@
+"""Fleet health by canary: the judgement (pure; no I/O except ``write`` and ``load_unit``).
+
+``playbooks/health.yml`` runs one short fixed variant, the *canary* (inventory variable
+``bench_health_canary``, per group), on every unit; this module
+
+* builds the canary's plan variables (``canary_variables``: the bench plan reduced to the canary,
+  single stream only, ``bench_health_runs`` ≥ ``verdict.MIN_REQUESTS`` requests, no parallel,
+  quality or image phase), and
+* judges every unit (``judge``): verdict ``healthy`` | ``slow`` | ``failed``, ``causes``,
+  ``remedy``, ``figures`` and one line such as ``spark-sim03: slow — clock 850 of 3003 MHz under
+  load``.
+
+Peers
+    units whose canary result has the same hardware profile (``profile.hardware.name``), model
+    and canary variant. With at least ``MIN_PEERS`` measured peers (the unit included):
+
+    * centre C = median of the peers' canary single-stream medians [tok/s]
+    * spread S = 1.4826 × MAD of those medians / C × 100 [%] (MAD = median |x − C|; 1.4826 makes
+      it a standard deviation for normal data; one bad unit moves neither C nor S much)
+    * deviation D = (x − C) / C × 100 [%] of the unit's median x
+    * reference = the pooled requests of the other peers whose median lies within
+      max(k × S, ``floor_pct``) of C (the inliers; all other peers when none is), so one bad unit
+      never widens its peers' comparisons
+    * threshold T = max(k × S, the minimum detectable difference ``mdd_pct`` that
+      ``verdict.compare_samples`` reports for the unit's requests vs the reference, ``floor_pct``)
+    * slow by peers: D < −T **and** compare_samples(peers' requests, the unit's requests) says
+      ``differs`` (so three identical units never alarm on noise).
+
+History
+    the unit's most recent earlier *healthy* canary with the same configuration hash (the
+    history index, :mod:`sparkbench.history`); slow by history: compare_samples(that run's
+    requests, this run's) ``differs`` with pct < −max(mdd_pct, ``floor_pct``).
+
+Causes (telemetry and manifests only, never ``VLLM_SIM_*`` or inventory variables)
+    ``protocol.clock`` (clock under load below ``CLOCK_CAPPED_SHARE`` of its maximum, the
+    ``clock_capped`` flag, or below ``PEER_CLOCK_SHARE`` of the peers' median clock under load),
+    power below ``PEER_POWER_SHARE`` of the peers' median (not listed beside a clock cause: a
+    capped clock draws less power), temperature ≥ ``HOT_C`` or
+    ``HOT_MARGIN_C`` above the peers' median, the protocol flags (host swapped, GPU Xid, OOM
+    kill), and every manifest field of ``MANIFEST_FIELDS`` that differs from the peers' majority.
+    A slow unit's causes are its probable causes, telemetry first; a healthy unit's differences
+    are reported in its line, not flagged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from . import verdict as verdict_mod
+from .errors import InputError
+
+VERDICTS = ("healthy", "slow", "failed")
+MIN_PEERS = 3            # units of one peer group needed for a peer judgement
+MAD_SCALE = 1.4826       # MAD → standard deviation for normal data
+DEFAULT_K = 3.0          # threshold = k × robust spread (at least)
+DEFAULT_FLOOR_PCT = 3.0  # threshold floor [%]
+CLOCK_CAPPED_SHARE = 0.6  # clock under load / max below this: capped (healthy GB10: ~0.81, PD cap: 0.17–0.28)
+PEER_CLOCK_SHARE = 0.85   # unit's clock under load / peers' median below this: a clock cause
+PEER_POWER_SHARE = 0.8    # unit's mean power / peers' median below this: a power cause
+HOT_C = 85.0              # max GPU temperature [°C] that is a cause by itself
+HOT_MARGIN_C = 10.0       # ...or this much above the peers' median
+#: Manifest fields compared with the peers' majority, in the order causes are listed.
+MANIFEST_FIELDS = ("driver", "kernel", "firmware", "cuda", "image_digest", "image_id", "vllm_version",
+                   "model_revision")
+REMEDY = {
+    "clock": "unplug the unit's power brick from the wall and the Spark for about a minute (USB-PD power "
+             "negotiation cap), then run health.yml again",
+    "power": "check the power brick and cable (the 240 W USB-C PD supply that came with the unit); unplug it "
+             "from the wall and the Spark for a minute",
+    "temperature": "check the unit's airflow (vents free, nothing stacked on it, room temperature)",
+    "host_swapped": "free memory on the host (stop other workloads; drop the page cache before a launch: "
+                    "-e bench_drop_caches=true), or lower --gpu-memory-utilization",
+    "gpu_xid": "read the GPU Xid lines in the kernel log (dmesg); reboot the unit, and if they recur, check the "
+               "driver and the hardware",
+    "oom_kill": "the kernel killed a process for memory: lower --gpu-memory-utilization or free memory",
+    "driver": "install the peers' driver ({majority}) on this unit and reboot",
+    "kernel": "boot the peers' kernel ({majority}) (apt upgrade / the DGX OS update)",
+    "firmware": "update the unit's firmware to the peers' version ({majority})",
+    "cuda": "install the peers' CUDA version ({majority})",
+    "image_digest": "pull the peers' image (digest {majority}) on this unit",
+    "image_id": "pull the same image as the peers (image id {majority}) on this unit",
+    "vllm_version": "serve the peers' vLLM version ({majority})",
+    "model_revision": "download the peers' model revision ({majority})",
+    "unexplained": "no telemetry or manifest difference explains it: re-run health.yml, then bench the unit "
+                   "(bench.yml -l HOST) and compare its telemetry with a peer's",
+}
+
+
+# --------------------------------------------------------------------------- the canary's plan
+
+def canary_variables(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The host's variables with the bench plan reduced to the canary (``sparkbench.plan`` input).
+
+    ``bench_select`` = [``bench_health_canary``]; ``llm_bench_runs`` = ``bench_health_runs``
+    (default and minimum ``verdict.MIN_REQUESTS``, the requests a verdict needs); single stream
+    only (``llm_bench_concurrency`` [], ``llm_bench_context`` [0], no quality or image phase, no
+    bracket run, no target precision: the same fixed requests on every unit);
+    ``llm_bench_output_tokens`` = ``bench_health_output_tokens`` when set. Bad input raises
+    ``InputError`` naming the variable and the fix."""
+    name = variables.get("bench_health_canary")
+    if not name or not isinstance(name, str):
+        raise InputError("bench_health_canary is not set for this host; name its canary variant (e.g. nvidia-bare) "
+                         "in the host's group_vars (inventory/group_vars/<group>/main.yml) or -e bench_health_canary=NAME")
+    minimum = verdict_mod.MIN_REQUESTS
+    runs = variables.get("bench_health_runs")
+    try:
+        runs = minimum if runs in (None, "") else int(runs)
+    except (TypeError, ValueError):
+        raise InputError(f"bench_health_runs is {runs!r}; it must be a whole number >= {minimum} "
+                         "(the requests a verdict needs)") from None
+    if runs < minimum:
+        raise InputError(f"bench_health_runs is {runs}; it must be >= {minimum} (the requests per side a verdict "
+                         f"needs, sparkbench.verdict.MIN_REQUESTS): set bench_health_runs: {minimum}")
+    out = dict(variables)
+    # A fixed canary: no bracket run, no target precision (the same requests on every unit).
+    out.update(bench_select=[name], llm_bench_runs=runs, llm_bench_concurrency=[], llm_bench_context=[0],
+               llm_bench_quality=False, llm_bench_image=False, bench_bracket=False,
+               llm_bench_target_precision_pct=None, llm_bench_max_runs=None)
+    tokens = variables.get("bench_health_output_tokens")
+    if tokens not in (None, ""):
+        out["llm_bench_output_tokens"] = tokens
+    return out
+
+
+# --------------------------------------------------------------------------- figures of one unit
+
+def _dig(doc: Any, *path: Any) -> Any:
+    for key in path:
+        if not isinstance(doc, Mapping):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _phase_stat(doc: Mapping[str, Any], new: tuple[str, str], old: str) -> float | None:
+    """A single-stream telemetry figure: ``telemetry.phases.single.<new[0]>.<new[1]>`` (measure.py),
+    else ``telemetry.single.<old>`` (older documents)."""
+    value = _num(_dig(doc, "telemetry", "phases", "single", *new))
+    return value if value is not None else _num(_dig(doc, "telemetry", "single", old))
+
+
+def unit_figures(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The canary figures of one result document: ``decode_tok_s`` (single-stream median, tok/s),
+    ``n`` (valid requests), ``clock_under_load_mhz`` / ``clock_max_mhz`` / ``clock_share_of_max``
+    (``protocol.clock``), ``power_w`` (mean, single stream), ``temperature_c`` (max),
+    ``flags`` (``protocol.flags``), ``manifest`` (the fields of ``MANIFEST_FIELDS``)."""
+    clock = _dig(doc, "protocol", "clock") or {}
+    under, top = _num(clock.get("under_load_mhz")), _num(clock.get("max_mhz"))
+    share = _num(clock.get("share_of_max"))
+    if share is None and under is not None and top:
+        share = under / top
+    return {
+        "decode_tok_s": _num(_dig(doc, "single", "decode_tok_s_median")),
+        "n": len(verdict_mod.samples(doc, "single")),
+        "clock_under_load_mhz": under, "clock_max_mhz": top, "clock_share_of_max": share,
+        "power_w": _phase_stat(doc, ("power_w", "mean"), "power_w_mean"),
+        "temperature_c": _phase_stat(doc, ("temperature_c", "max"), "temp_c_max"),
+        "flags": [f for f in (_dig(doc, "protocol", "flags") or []) if isinstance(f, Mapping)],
+        "manifest": {f: _dig(doc, "manifest", f) for f in MANIFEST_FIELDS},
+        "simulated": bool(doc.get("simulated")),
+    }
+
+
+def peer_key(doc: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(hardware profile, model, canary variant) — units with the same key are peers."""
+    return (str(_dig(doc, "profile", "hardware", "name") or "unknown hardware"),
+            str(_dig(doc, "variant", "model") or _dig(doc, "manifest", "model") or "unknown model"),
+            str(_dig(doc, "variant", "name") or ""))
+
+
+def _failure(doc: Mapping[str, Any] | None, reason: str | None) -> dict[str, str] | None:
+    """{stage, reason, remedy} when the unit has no usable canary, else None."""
+    if doc is None:
+        return {"stage": "host", "reason": reason or "no canary result (the host did not reach the canary)",
+                "remedy": "fix the host problem named in the reason (connection, provisioning), then run health.yml again"}
+    if doc.get("status") != "complete" or _num(_dig(doc, "single", "decode_tok_s_median")) is None:
+        fail = doc.get("failure") or {}
+        return {"stage": str(fail.get("stage") or "measure"),
+                "reason": str(fail.get("reason") or reason or f"canary status {doc.get('status')!r}, no single-stream median"),
+                "remedy": str(fail.get("remedy") or "read the canary's result file for the errors and the log excerpt")}
+    return None
+
+
+# --------------------------------------------------------------------------- the judgement
+
+def _signed(pct: float) -> str:
+    """``+0.4 %`` / ``−61.5 %`` (typographic minus, as the verdict texts write it)."""
+    return f"{pct:+.1f} %".replace("-", "−")
+
+
+def _mad_spread_pct(values: Sequence[float], centre: float) -> float:
+    """1.4826 × median |x − centre| / centre × 100 [%]."""
+    return MAD_SCALE * median(abs(v - centre) for v in values) / centre * 100.0 if centre else 0.0
+
+
+def _majority(values: Sequence[Any]) -> Any:
+    """The most common non-null value; None when there is none or the top is a tie."""
+    counts = Counter(str(v) for v in values if v not in (None, "", "unknown")).most_common(2)
+    if not counts or (len(counts) == 2 and counts[0][1] == counts[1][1]):
+        return None
+    return counts[0][0]
+
+
+def _telemetry_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    causes: list[dict[str, Any]] = []
+    under, top, share = fig["clock_under_load_mhz"], fig["clock_max_mhz"], fig["clock_share_of_max"]
+    peer_clock = [p["clock_under_load_mhz"] for p in peers if p["clock_under_load_mhz"] is not None]
+    peer_clock_med = median(peer_clock) if peer_clock else None
+    flagged = any(f.get("code") == "clock_capped" for f in fig["flags"])
+    if under is not None and (flagged or (share is not None and share < CLOCK_CAPPED_SHARE)
+                              or (peer_clock_med and under < PEER_CLOCK_SHARE * peer_clock_med)):
+        text = (f"clock {under:.0f} of {top:.0f} MHz under load" if top else f"clock {under:.0f} MHz under load")
+        if peer_clock_med and not (flagged or (share is not None and share < CLOCK_CAPPED_SHARE)):
+            text += f" (peers {peer_clock_med:.0f} MHz)"
+        causes.append({"code": "clock", "text": text, "remedy": REMEDY["clock"]})
+    power = fig["power_w"]
+    peer_power = [p["power_w"] for p in peers if p["power_w"] is not None]
+    if power is not None and peer_power and power < PEER_POWER_SHARE * median(peer_power) and not causes:
+        causes.append({"code": "power", "text": f"power {power:.0f} W (peers {median(peer_power):.0f} W)",
+                       "remedy": REMEDY["power"]})
+    temp = fig["temperature_c"]
+    peer_temp = [p["temperature_c"] for p in peers if p["temperature_c"] is not None]
+    if temp is not None and (temp >= HOT_C or (peer_temp and temp >= median(peer_temp) + HOT_MARGIN_C)):
+        text = f"temperature {temp:.0f} °C" + (f" (peers {median(peer_temp):.0f} °C)" if peer_temp else "")
+        causes.append({"code": "temperature", "text": text, "remedy": REMEDY["temperature"]})
+    for flag in fig["flags"]:
+        code = str(flag.get("code"))
+        if code == "clock_capped":
+            continue  # the clock cause above says it with the figures
+        causes.append({"code": code, "text": str(flag.get("reason") or code),
+                       "remedy": REMEDY.get(code, "read the flag's reason in the result's protocol block")})
+    return causes
+
+
+def _manifest_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    causes = []
+    for field in MANIFEST_FIELDS:
+        value = fig["manifest"].get(field)
+        majority = _majority([p["manifest"].get(field) for p in peers])
+        if value in (None, "", "unknown") or majority is None or str(value) == majority:
+            continue
+        label = field.replace("_", " ")
+        causes.append({"code": field, "text": f"{label} {value} (peers {majority})",
+                       "remedy": REMEDY[field].format(majority=majority)})
+    return causes
+
+
+def _pooled(docs: Sequence[Mapping[str, Any]]) -> list[float]:
+    return [x for d in docs for x in verdict_mod.samples(d, "single")]
+
+
+def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str, Any]] | None = None, *,
+          k: float = DEFAULT_K, floor_pct: float = DEFAULT_FLOOR_PCT, seed: int = 0,
+          resamples: int = 2000) -> dict[str, Any]:
+    """Judge every unit. ``units``: ``[{"host", "doc": result document or None, "reason": why the
+    host failed (or None)}]``; ``history``: per host the earlier healthy canary document to compare
+    with (or absent). Returns ``{"units": [...], "lines": [...], "unhealthy": int, "k",
+    "floor_pct", "simulated"}``; each unit: host, verdict, causes (texts), remedy, figures, line,
+    notes (differences reported but not flagged)."""
+    if k <= 0 or floor_pct < 0:
+        raise InputError(f"health thresholds: k must be > 0 and floor_pct >= 0 (got k={k}, floor_pct={floor_pct})")
+    history = history or {}
+    rows: list[dict[str, Any]] = []
+    measured: dict[tuple[str, str, str], list[tuple[str, Mapping[str, Any], dict[str, Any]]]] = {}
+    for u in units:
+        host, doc = str(u["host"]), u.get("doc")
+        fail = _failure(doc, u.get("reason"))
+        row: dict[str, Any] = {"host": host, "figures": unit_figures(doc) if doc else {}, "failure": fail}
+        rows.append(row)
+        if fail is None:
+            measured.setdefault(peer_key(doc), []).append((host, doc, row["figures"]))
+    by_host = {h: (key, doc, fig) for key, members in measured.items() for h, doc, fig in members}
+    for row in rows:
+        host, fail = row["host"], row["failure"]
+        if fail is not None:
+            row.update(verdict="failed", causes=[f"{fail['stage']}: {fail['reason']}"], remedy=fail["remedy"], notes=[],
+                       line=f"{host}: failed — {fail['stage']}: {fail['reason']}")
+            continue
+        key, doc, fig = by_host[host]
+        members = measured[key]
+        figs = [f for _, _, f in members]
+        values = [f["decode_tok_s"] for f in figs]
+        peers_fig: dict[str, Any] = {"group": {"hardware": key[0], "model": key[1], "variant": key[2]},
+                                     "units": len(members)}
+        slow_peers = slow_hist = False
+        if len(members) >= MIN_PEERS:
+            centre = median(values)
+            spread = _mad_spread_pct(values, centre)
+            band = max(k * spread, floor_pct)
+            others = [(d, f) for h, d, f in members if h != host]
+            inliers = [d for d, f in others if abs(f["decode_tok_s"] - centre) / centre * 100.0 <= band]
+            cmp = verdict_mod.compare_samples(_pooled(inliers or [d for d, _ in others]),
+                                              verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
+            mdd = _num(cmp.get("mdd_pct")) or 0.0
+            threshold = max(k * spread, mdd, floor_pct)
+            deviation = (fig["decode_tok_s"] - centre) / centre * 100.0
+            slow_peers = deviation < -threshold and cmp.get("kind") == "differs"
+            peers_fig.update(median_tok_s=centre, spread_pct=spread, deviation_pct=deviation, threshold_pct=threshold,
+                             verdict=cmp.get("kind"), pct=cmp.get("pct"), lo=cmp.get("lo"), hi=cmp.get("hi"),
+                             mdd_pct=cmp.get("mdd_pct"), text=cmp.get("text"),
+                             reference_units=len(inliers) or len(others))
+        else:
+            peers_fig["reason"] = f"{len(members)} unit(s) of this hardware, model and canary: {MIN_PEERS} needed"
+        hist_fig: dict[str, Any] | None = None
+        past = history.get(host)
+        if past:
+            hcmp = verdict_mod.compare_samples(verdict_mod.samples(past, "single"), verdict_mod.samples(doc, "single"),
+                                               seed=seed, resamples=resamples)
+            hthreshold = max(_num(hcmp.get("mdd_pct")) or 0.0, floor_pct)
+            slow_hist = hcmp.get("kind") == "differs" and (_num(hcmp.get("pct")) or 0.0) < -hthreshold
+            hist_fig = {"run_id": past.get("_run_id"), "decode_tok_s": _num(_dig(past, "single", "decode_tok_s_median")),
+                        "verdict": hcmp.get("kind"), "pct": hcmp.get("pct"), "lo": hcmp.get("lo"), "hi": hcmp.get("hi"),
+                        "mdd_pct": hcmp.get("mdd_pct"), "threshold_pct": hthreshold, "text": hcmp.get("text")}
+        row["figures"] = {**fig, "peers": peers_fig, "history": hist_fig}
+        causes = _telemetry_causes(fig, figs) + _manifest_causes(fig, figs)
+        slow = slow_peers or slow_hist
+        basis = []
+        if slow_peers:
+            basis.append(f"{_signed(peers_fig['deviation_pct'])} vs peers' median {peers_fig['median_tok_s']:.2f} tok/s, "
+                         f"{peers_fig['text']}")
+        if slow_hist:
+            basis.append(f"vs its run {hist_fig['run_id']}: {hist_fig['text']}")
+        if slow:
+            if not causes:
+                causes = [{"code": "unexplained", "text": "no telemetry or manifest difference explains it",
+                           "remedy": REMEDY["unexplained"]}]
+            row.update(verdict="slow", causes=[c["text"] for c in causes], cause_codes=[c["code"] for c in causes],
+                       remedy="; ".join(dict.fromkeys(c["remedy"] for c in causes)), notes=[], basis=basis,
+                       line=f"{host}: slow — " + "; ".join(c["text"] for c in causes) + f" ({'; '.join(basis)})")
+        else:
+            notes = [c["text"] for c in causes]
+            if "deviation_pct" in peers_fig:
+                figure = f"{fig['decode_tok_s']:.2f} tok/s, {_signed(peers_fig['deviation_pct'])} vs peers ({peers_fig['text']})"
+            else:
+                figure = f"{fig['decode_tok_s']:.2f} tok/s ({peers_fig['reason']})"
+            line = f"{host}: healthy — {figure}"
+            if notes:
+                line += "; reported, not flagged: " + "; ".join(notes)
+            row.update(verdict="healthy", causes=[], cause_codes=[], remedy=None, notes=notes, basis=[], line=line)
+    rows.sort(key=lambda r: r["host"])
+    return {"units": rows, "lines": [r["line"] for r in rows],
+            "unhealthy": sum(1 for r in rows if r["verdict"] != "healthy"), "k": k, "floor_pct": floor_pct,
+            "simulated": any(r["figures"].get("simulated") for r in rows)}
+
+
+# --------------------------------------------------------------------------- files
+
+def load_unit(path: str | Path) -> dict[str, Any] | None:
+    """A canary result document, or None when the file is missing or unreadable."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def markdown(judgement: Mapping[str, Any], run_id: str) -> str:
+    """``health.md``: the verdict lines, then per unit its figures, causes and remedy."""
+    out = [f"# Fleet health — run {run_id}", ""]
+    if judgement.get("simulated"):
+        out += ["**SIMULATED**: figures come from the vLLM simulator, not from real hardware.", ""]
+    bad = judgement["unhealthy"]
+    out += [f"{len(judgement['units'])} unit(s), {bad} slow or failed. Threshold: max({judgement['k']:g} × robust "
+            f"spread of the peers, minimum detectable difference, {judgement['floor_pct']:g} %).", ""]
+    out += [f"- {line}" for line in judgement["lines"]] + [""]
+    out += ["| unit | verdict | canary tok/s | peers' median | deviation | verdict vs peers | clock under load / max "
+            "| power W | temp °C | history |", "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def f(value: Any, fmt: str) -> str:
+        return format(value, fmt) if isinstance(value, (int, float)) else "—"
+
+    for u in judgement["units"]:
+        fig, peers, hist = u["figures"], u["figures"].get("peers") or {}, u["figures"].get("history") or {}
+        clock = (f"{f(fig.get('clock_under_load_mhz'), '.0f')} / {f(fig.get('clock_max_mhz'), '.0f')} MHz"
+                 if fig.get("clock_under_load_mhz") is not None else "—")
+        out.append(f"| {u['host']} | {u['verdict']} | {f(fig.get('decode_tok_s'), '.2f')} | "
+                   f"{f(peers.get('median_tok_s'), '.2f')} | "
+                   f"{_signed(peers['deviation_pct']) if peers.get('deviation_pct') is not None else '—'} | "
+                   f"{peers.get('text') or peers.get('reason') or '—'} | {clock} | {f(fig.get('power_w'), '.0f')} | "
+                   f"{f(fig.get('temperature_c'), '.0f')} | {hist.get('text') or '—'} |")
+    for u in judgement["units"]:
+        if u["verdict"] != "healthy":
+            out += ["", f"## {u['host']}: {u['verdict']}", ""]
+            out += [f"- cause: {c}" for c in u["causes"]] + [f"- remedy: {u['remedy']}"]
+    return "\n".join(out) + "\n"
+
+
+def write(run_dir: str | Path, judgement: Mapping[str, Any], run_id: str) -> dict[str, str]:
+    """Write ``health.json`` and ``health.md`` into the run folder; returns their paths."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"health.json": run_dir / "health.json", "health.md": run_dir / "health.md"}
+    doc = {"run_id": run_id, **judgement}
+    paths["health.json"].write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    paths["health.md"].write_text(markdown(judgement, run_id), encoding="utf-8")
+    return {k: str(v) for k, v in paths.items()}

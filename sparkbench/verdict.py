@@ -1,0 +1,208 @@
+"""Verdicts for comparisons of decode rates (pure, standard library only).
+
+Every comparison in the report — build vs build, run vs run (the version bridge), host vs fleet —
+goes through :func:`compare_samples`, which reads two lists of per-request values (one decode
+rate per request, tok/s) and says one of three things:
+
+* ``differs by −15.2 % [−16.0, −14.3]`` — the 95 % interval of the difference excludes 0;
+* ``no difference detectable above 1.8 %`` — it includes 0; 1.8 % is the minimum detectable
+  difference (MDD) at this noise and this number of requests;
+* ``not enough requests for a verdict (3 and 3 requests; 5 per side needed: --runs 5)`` — a side
+  has fewer than :data:`MIN_REQUESTS` requests (a result that holds only medians has none).
+
+Statistics (``a`` = reference values, ``b`` = other values, n_a and n_b requests):
+
+* difference = (median(b) / median(a) − 1) × 100 %;
+* bootstrap: :func:`sparkbench.measure.bootstrap_medians` resamples whole requests (a request's
+  decode rate is one value; the token gaps inside a request are never resampled apart),
+  ``resamples`` medians per side from one ``random.Random(seed)`` (deterministic for a seed);
+  the two sides' medians are paired at random, giving ``resamples`` draws of
+  L* = ln(median*(b) / median*(a));
+* SE = standard deviation of L*;
+* small-sample correction: the 2.5/97.5 percentiles of L* are widened about the point estimate
+  L = ln(median(b) / median(a)) by w = max(t(0.975, df) / z(0.975), :data:`MIN_WIDEN`),
+  df = min(n_a, n_b) − 1 (the Student t quantile over the normal one, at least 1.25). Without it
+  the percentile bootstrap of a median says "differs" for two identical servers in 2.5–11 % of
+  trials (2 % lognormal noise: 10.9 % at 3 per side, 7.8 % at 4, 3.0 % at 5, 5.0 % at 8); with
+  it in ≤ 2.2 % at every n from 3 to 30 (``bench/verdict_accuracy.py --pure``, table in
+  docs/REPORTS.md, "How to read a verdict"; through the simulator and measure.py:
+  BENCHMARKS.md table 7);
+* interval [lo, hi] = (exp(L − w·(L − P2.5)) − 1, exp(L + w·(P97.5 − L)) − 1) × 100 %;
+* MDD = (exp((w · z(0.975) + t(0.8, df)) · SE) − 1) × 100 %: a true difference of MDD gives an
+  interval that excludes 0 in about 80 % of repeats (the interval's half-width is ≈ w · z(0.975)
+  · SE; 80 % power);
+* t quantiles by the Cornish–Fisher expansion of Student's t in the normal quantile (four terms;
+  within 0.01 of the tables for df ≥ 3).
+
+Bridge tolerance (``tolerance_pct``, the version bridge): ``within_tolerance`` is
+
+* True — "differs" with the whole interval within ±tolerance ("…, within the 2.5 % bridge
+  tolerance"), or "no difference" with MDD ≤ tolerance;
+* False — "differs" with the whole interval beyond ±tolerance ("…, beyond the 2.5 % bridge
+  tolerance");
+* None — unresolved: a "differs" interval that reaches across ±tolerance, or "no difference"
+  with MDD > tolerance (the text says so and that more requests would resolve it).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from statistics import NormalDist, median, pstdev
+from typing import Any
+
+from .measure import bootstrap_medians
+
+#: requests per side a verdict needs. With 3 against 3 no test of medians reaches 5 % (a rank
+#: test's smallest two-sided p is 2/20 = 0.10); at 5 per side the widened bootstrap's false
+#: "differs" share is 0.8 % and its MDD 6.4 % at 2 % noise (see the module docstring); 5 is also
+#: measure.py's default --runs.
+MIN_REQUESTS = 5
+#: the least widening of the bootstrap percentile interval (see the module docstring)
+MIN_WIDEN = 1.25
+
+_Z = NormalDist()
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile t(p, df) by the Cornish–Fisher expansion in z = Φ⁻¹(p) (Abramowitz &
+    Stegun 26.7.5, four terms); df ≥ 1. Exact enough for interval widths (≤ 0.01 off for df ≥ 3)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be ≥ 1, got {df}")
+    z = _Z.inv_cdf(p)
+    g1 = (z ** 3 + z) / 4
+    g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96
+    g3 = (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384
+    g4 = (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df ** 2 + g3 / df ** 3 + g4 / df ** 4
+
+
+def _pct(x: float) -> str:
+    """+1.8 / −15.2 (one decimal, typographic minus)."""
+    return f"{x:+.1f}".replace("-", "−")
+
+
+def _clean(values: Any, what: str) -> list[float]:
+    """The values as floats; ValueError naming ``what`` for anything that is not a positive number."""
+    if values is None:
+        return []
+    try:
+        items = list(values)
+    except TypeError:
+        raise ValueError(f"{what}: expected a list of per-request decode rates (tok/s), got {values!r}") from None
+    out = []
+    for i, v in enumerate(items):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{what}[{i}] = {v!r}: every per-request value must be a positive number "
+                             "(tok/s); drop invalid requests before comparing")
+        out.append(float(v))
+    return out
+
+
+def _quantile(sorted_values: list[float], p: float) -> float:
+    """Linear-interpolated quantile of an ascending list."""
+    i = p * (len(sorted_values) - 1)
+    lo = int(math.floor(i))
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (i - lo)
+
+
+def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int = 2000,
+                    tolerance_pct: float | None = None, remedy: str | None = None) -> dict:
+    """The verdict on ``other`` against ``reference`` (lists of per-request values, e.g. tok/s).
+
+    Returns ``{"kind": "differs"|"no_difference"|"not_enough", "pct", "lo", "hi", "mdd_pct",
+    "n_reference", "n_other", "needed", "text", "tolerance_pct", "within_tolerance"}``: ``pct``
+    = (median(other) / median(reference) − 1) × 100, [``lo``, ``hi``] its 95 % interval and
+    ``mdd_pct`` the minimum detectable difference (formulas: module docstring); figures are None
+    for "not_enough". ``needed`` = :data:`MIN_REQUESTS`; ``remedy`` is the hint in the
+    not-enough text (default ``--runs 5``). ValueError for a non-positive or non-numeric value,
+    resamples < 100, or a negative tolerance."""
+    ref = _clean(reference, "reference")
+    oth = _clean(other, "other")
+    if not isinstance(resamples, int) or resamples < 100:
+        raise ValueError(f"resamples must be an integer ≥ 100, got {resamples!r}")
+    if tolerance_pct is not None and (not isinstance(tolerance_pct, (int, float)) or tolerance_pct < 0):
+        raise ValueError(f"tolerance_pct must be a number of percent ≥ 0, got {tolerance_pct!r}")
+    out: dict[str, Any] = {"kind": "not_enough", "pct": None, "lo": None, "hi": None, "mdd_pct": None,
+                           "n_reference": len(ref), "n_other": len(oth), "needed": MIN_REQUESTS,
+                           "tolerance_pct": tolerance_pct, "within_tolerance": None}
+    if len(ref) < MIN_REQUESTS or len(oth) < MIN_REQUESTS:
+        hint = remedy or f"--runs {MIN_REQUESTS}"
+        out["text"] = (f"not enough requests for a verdict ({len(ref)} and {len(oth)} requests; "
+                       f"{MIN_REQUESTS} per side needed: {hint})")
+        return out
+    rng = random.Random(seed)
+    med_ref = bootstrap_medians(ref, resamples, rng)
+    med_oth = bootstrap_medians(oth, resamples, rng)
+    rng.shuffle(med_oth)  # the lists come back sorted: pair the two sides at random
+    logs = sorted(math.log(o / r) for r, o in zip(med_ref, med_oth))
+    point = math.log(median(oth) / median(ref))
+    se = pstdev(logs)
+    df = min(len(ref), len(oth)) - 1
+    t975, t80 = t_quantile(0.975, df), t_quantile(0.8, df)
+    widen = max(t975 / _Z.inv_cdf(0.975), MIN_WIDEN)
+    lo_log = point - widen * max(point - _quantile(logs, 0.025), 0.0)
+    hi_log = point + widen * max(_quantile(logs, 0.975) - point, 0.0)
+    pct = (math.exp(point) - 1) * 100
+    lo, hi = (math.exp(lo_log) - 1) * 100, (math.exp(hi_log) - 1) * 100
+    mdd = (math.exp((widen * _Z.inv_cdf(0.975) + t80) * se) - 1) * 100
+    out.update(pct=pct, lo=lo, hi=hi, mdd_pct=mdd)
+    if lo > 0 or hi < 0:
+        out["kind"] = "differs"
+        text = f"differs by {_pct(pct)} % [{_pct(lo)}, {_pct(hi)}]"
+        if tolerance_pct is not None:
+            if -tolerance_pct <= lo and hi <= tolerance_pct:
+                out["within_tolerance"] = True
+                text += f", within the {tolerance_pct:g} % bridge tolerance"
+            elif lo > tolerance_pct or hi < -tolerance_pct:
+                out["within_tolerance"] = False
+                text += f", beyond the {tolerance_pct:g} % bridge tolerance"
+            else:
+                text += (f", the interval reaches past the {tolerance_pct:g} % bridge tolerance "
+                         "(more requests would resolve it)")
+    else:
+        out["kind"] = "no_difference"
+        text = f"no difference detectable above {mdd:.1f} %"
+        if tolerance_pct is not None:
+            out["within_tolerance"] = True if mdd <= tolerance_pct else None
+            if out["within_tolerance"] is None:
+                text += (f" (more than the {tolerance_pct:g} % bridge tolerance: more requests "
+                         "would resolve it)")
+            else:
+                text += f", within the {tolerance_pct:g} % bridge tolerance"
+    out["text"] = text
+    return out
+
+
+def _positive(values: Any) -> list[float]:
+    """The positive finite numbers of ``values`` (others — None, errors — are not requests)."""
+    return [float(v) for v in values or [] if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(v) and v > 0]
+
+
+def samples(result: dict, metric: str) -> list[float]:
+    """Per-request values of ``metric`` in a result document (tok/s).
+
+    ``single``: ``single.runs[].decode_tok_s`` of the valid runs (``valid`` not False, a positive
+    rate). ``combined_N``: the decode rates of the N parallel streams at concurrency N
+    (``parallel[].per_stream[].decode_tok_s``, else ``per_stream_decode_tok_s``): the combined
+    figure is measured once per concurrency, so its verdict compares the per-stream rates that
+    make it up. [] when the result holds no per-request data (e.g. only medians). ValueError for
+    an unknown metric."""
+    if not isinstance(result, dict):
+        return []
+    if metric == "single":
+        runs = (result.get("single") or {}).get("runs") if isinstance(result.get("single"), dict) else None
+        return _positive(r.get("decode_tok_s") for r in runs or []
+                         if isinstance(r, dict) and r.get("valid") is not False)
+    if metric.startswith("combined_") and metric[len("combined_"):].isdigit():
+        n = int(metric[len("combined_"):])
+        for entry in result.get("parallel") or []:
+            if isinstance(entry, dict) and entry.get("concurrency") == n:
+                streams = entry.get("per_stream")
+                if isinstance(streams, list) and streams:
+                    return _positive(s.get("decode_tok_s") for s in streams if isinstance(s, dict))
+                return _positive(entry.get("per_stream_decode_tok_s"))
+        return []
+    raise ValueError(f"metric {metric!r}: use 'single' or 'combined_N' (N = a concurrency, e.g. combined_8)")

@@ -1,0 +1,250 @@
+"""Fleet health judgement (sparkbench.health) and the history index (sparkbench.history) on
+fixture documents: no server, no Ansible. The canary figures are synthetic per-request decode
+rates (seeded lognormal noise, 1 % per request unless a test says otherwise) with a
+protocol.clock block and telemetry."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkbench import health, history
+from sparkbench.errors import InputError
+
+REPO = Path(__file__).resolve().parents[1]
+DRIVER, OLD_DRIVER = "580.95.05", "580.82.07"
+
+
+def canary(host: str, rate: float = 60.0, *, seed: int = 0, n: int = 5, noise: float = 0.01, driver: str = DRIVER,
+           clock: float = 2450.0, power: float = 87.0, temp: float = 70.0, hw: str = "dgx-spark",
+           run_id: str = "R1", status: str = "complete") -> dict:
+    rng = random.Random(f"{host}-{seed}")
+    rates = [round(rate * pow(2.718281828, rng.gauss(0, noise)), 3) for _ in range(n)]
+    med = sorted(rates)[n // 2]
+    return {
+        "schema_version": "1", "status": status, "simulated": True, "host": host, "started_at": f"2026-12-01T{run_id}",
+        "config_hash": "c" * 64, "variant": {"name": "nvidia-bare", "model": "nvidia/Qwen3.6-35B-A3B-NVFP4"},
+        "profile": {"hardware": {"name": hw}},
+        "single": {"decode_tok_s_median": med, "decode_tok_s_min": min(rates), "decode_tok_s_max": max(rates),
+                   "runs": [{"decode_tok_s": r, "completion_tokens": 256} for r in rates]},
+        "telemetry": {"source": "nvidia-smi", "phases": {"single": {"power_w": {"mean": power, "max": power},
+                                                                    "temperature_c": {"mean": temp, "max": temp}}}},
+        "protocol": {"clock": {"max_mhz": 3003.0, "under_load_mhz": clock, "share_of_max": clock / 3003.0,
+                               "samples_under_load": 6, "idle_mhz": 208.0}, "flags": []},
+        "manifest": {"driver": driver, "kernel": "6.11.0-1016-nvidia", "image_id": "sha256:abc", "image_digest": None,
+                     "vllm_version": "0.25.0", "model_revision": "a2281", "cuda": "13.0"},
+    }
+
+
+def fleet(**sim03) -> list[dict]:
+    return [{"host": "spark-sim01", "doc": canary("spark-sim01")},
+            {"host": "spark-sim02", "doc": canary("spark-sim02")},
+            {"host": "spark-sim03", "doc": canary("spark-sim03", **sim03)}]
+
+
+def by_host(judgement: dict) -> dict:
+    return {u["host"]: u for u in judgement["units"]}
+
+
+def test_healthy_fleet_is_not_flagged():
+    for seed in range(20):
+        noise = (0.005, 0.01, 0.03)[seed % 3]
+        units = [{"host": f"spark-sim0{i}", "doc": canary(f"spark-sim0{i}", seed=seed, noise=noise)} for i in (1, 2, 3)]
+        j = health.judge(units)
+        assert j["unhealthy"] == 0, j["lines"]
+        for u in j["units"]:
+            assert u["verdict"] == "healthy" and u["line"].startswith(f"{u['host']}: healthy — ")
+            peers = u["figures"]["peers"]
+            # The threshold is at least the floor and the minimum detectable difference.
+            assert peers["threshold_pct"] >= max(health.DEFAULT_FLOOR_PCT, peers["mdd_pct"])
+
+
+def test_clock_capped_unit_is_slow_with_the_clock_as_cause_and_the_unplug_remedy():
+    j = health.judge(fleet(rate=60.0 * 0.4, clock=850.0, power=30.0))
+    u = by_host(j)["spark-sim03"]
+    assert u["verdict"] == "slow" and j["unhealthy"] == 1
+    assert u["line"].startswith("spark-sim03: slow — clock 850 of 3003 MHz under load")
+    assert u["causes"][0] == "clock 850 of 3003 MHz under load"
+    assert len(u["causes"]) == 1  # the low power follows the capped clock: not a cause of its own
+    assert u["figures"]["power_w"] == 30.0
+    assert "unplug the unit's power brick from the wall and the Spark for about a minute" in u["remedy"]
+    fig = u["figures"]
+    assert fig["clock_under_load_mhz"] == 850.0 and fig["clock_max_mhz"] == 3003.0
+    assert fig["peers"]["verdict"] == "differs" and fig["peers"]["deviation_pct"] < -50
+    assert fig["peers"]["lo"] < fig["peers"]["pct"] < fig["peers"]["hi"] < 0
+    assert {by_host(j)[h]["verdict"] for h in ("spark-sim01", "spark-sim02")} == {"healthy"}
+
+
+def test_slow_unit_whose_only_difference_is_its_driver_names_the_driver():
+    # The default inventory's spark-sim03: ~8 % slower (efficiency 0.89) with an older driver.
+    j = health.judge(fleet(rate=60.0 * 0.92, driver=OLD_DRIVER))
+    u = by_host(j)["spark-sim03"]
+    assert u["verdict"] == "slow"
+    assert u["causes"] == [f"driver {OLD_DRIVER} (peers {DRIVER})"]
+    assert u["line"].startswith(f"spark-sim03: slow — driver {OLD_DRIVER} (peers {DRIVER})")
+    assert f"install the peers' driver ({DRIVER})" in u["remedy"]
+
+
+def test_different_driver_on_a_unit_that_is_not_slow_is_reported_not_flagged():
+    j = health.judge(fleet(driver=OLD_DRIVER))
+    u = by_host(j)["spark-sim03"]
+    assert u["verdict"] == "healthy" and j["unhealthy"] == 0 and u["causes"] == []
+    assert f"reported, not flagged: driver {OLD_DRIVER} (peers {DRIVER})" in u["line"]
+
+
+def test_one_bad_unit_of_three_moves_neither_centre_nor_spread():
+    j = health.judge(fleet(rate=30.0))
+    units = by_host(j)
+    good = sorted(units[h]["figures"]["decode_tok_s"] for h in ("spark-sim01", "spark-sim02"))
+    peers = units["spark-sim01"]["figures"]["peers"]
+    # The centre is a good unit's median (not the mean dragged halfway to 30 tok/s).
+    assert peers["median_tok_s"] in good
+    assert peers["spread_pct"] < 5
+    # A good unit is compared with the other good unit only (the bad one is outside the band), so
+    # its minimum detectable difference stays at the noise's, not the bad unit's distance.
+    assert peers["reference_units"] == 1 and peers["mdd_pct"] < 10
+    assert [u["verdict"] for u in j["units"]] == ["healthy", "healthy", "slow"]
+    assert units["spark-sim03"]["causes"] == ["no telemetry or manifest difference explains it"]
+
+
+def test_failed_units_carry_the_stage_and_reason():
+    failed_doc = canary("spark-sim02", status="failed")
+    failed_doc["failure"] = {"stage": "launch", "reason": "container exited (EngineDeadError)", "remedy": "read the log"}
+    units = [{"host": "spark-sim01", "doc": canary("spark-sim01")},
+             {"host": "spark-sim02", "doc": failed_doc},
+             {"host": "spark01", "doc": None, "reason": "unreachable: ssh: connect to host spark01.local port 22"}]
+    j = health.judge(units)
+    u = by_host(j)
+    assert j["unhealthy"] == 2
+    assert u["spark-sim02"]["line"] == "spark-sim02: failed — launch: container exited (EngineDeadError)"
+    assert u["spark-sim02"]["remedy"] == "read the log"
+    assert u["spark01"]["verdict"] == "failed" and u["spark01"]["causes"][0].startswith("host: unreachable: ssh")
+    # Too few measured peers: spark-sim01 is judged healthy and says why there is no peer verdict.
+    assert "3 needed" in u["spark-sim01"]["line"] and u["spark-sim01"]["verdict"] == "healthy"
+
+
+def test_own_history_flags_a_lone_unit_that_slowed_down():
+    past = {**canary("spark01", 60.0, seed=1), "_run_id": "health-old"}
+    j = health.judge([{"host": "spark01", "doc": canary("spark01", 50.0, seed=2)}], {"spark01": past})
+    u = j["units"][0]
+    assert u["verdict"] == "slow" and "vs its run health-old: differs by" in u["line"]
+    same = health.judge([{"host": "spark01", "doc": canary("spark01", 60.0, seed=2)}], {"spark01": past})
+    assert same["units"][0]["verdict"] == "healthy"
+
+
+def test_canary_variables_and_their_errors():
+    v = health.canary_variables({"bench_health_canary": "nvidia-bare", "llm_bench_concurrency": [2, 4, 8],
+                                 "bench_health_output_tokens": 64})
+    assert v["bench_select"] == ["nvidia-bare"] and v["llm_bench_runs"] == 5
+    assert (v["llm_bench_concurrency"], v["llm_bench_quality"], v["llm_bench_image"]) == ([], False, False)
+    assert v["llm_bench_output_tokens"] == 64
+    with pytest.raises(InputError, match="bench_health_canary is not set"):
+        health.canary_variables({})
+    with pytest.raises(InputError, match="bench_health_runs is 3; it must be >= 5"):
+        health.canary_variables({"bench_health_canary": "x", "bench_health_runs": 3})
+
+
+def test_health_files(tmp_path: Path):
+    j = health.judge(fleet(rate=24.0, clock=850.0))
+    paths = health.write(tmp_path / "R1", j, "R1")
+    md = Path(paths["health.md"]).read_text()
+    assert "SIMULATED" in md and "- spark-sim03: slow — clock 850 of 3003 MHz under load" in md
+    assert "850 / 3003 MHz" in md and "remedy: unplug" in md
+    doc = json.loads(Path(paths["health.json"]).read_text())
+    assert doc["run_id"] == "R1" and [u["verdict"] for u in doc["units"]] == ["healthy", "healthy", "slow"]
+
+
+# --------------------------------------------------------------------------- history
+
+def store(results: Path, run_id: str, doc: dict, verdicts: dict | None = None) -> Path:
+    path = results / run_id / doc["host"] / "nvidia-bare.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    if verdicts:
+        (results / run_id / "health.json").write_text(json.dumps({"units": [{"host": h, "verdict": v}
+                                                                            for h, v in verdicts.items()]}))
+    return path
+
+
+def test_history_index_is_rebuilt_when_missing_or_stale(tmp_path: Path):
+    res = tmp_path / "results"
+    store(res, "R1", canary("spark-sim01", 60.0, run_id="R1"), {"spark-sim01": "healthy"})
+    (res / "R1" / "spark-sim01" / "nvidia-bare.bracket.json").write_text("{}")  # not a run of its own
+    path, why = history.ensure(res)
+    assert path == res / "index.sqlite" and why.startswith("no index at")
+    assert history.ensure(res)[1] is None  # up to date: not rebuilt
+    store(res, "R2", canary("spark-sim01", 54.0, run_id="R2"))
+    assert history.staleness(res) == "run R2 is not indexed"
+    rows = history.rows(res, "spark-sim01")
+    assert [(r["run_id"], r["health"]) for r in rows] == [("R1", "healthy"), ("R2", None)]
+    assert rows[0]["n"] == 5 and rows[0]["clock_under_load_mhz"] == 2450.0 and rows[0]["driver"] == DRIVER
+    # A result file newer than the index: stale, rebuilt from the JSON (the source of truth).
+    f = res / "R2" / "spark-sim01" / "nvidia-bare.json"
+    doc = json.loads(f.read_text())
+    doc["manifest"]["driver"] = OLD_DRIVER
+    f.write_text(json.dumps(doc))
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    assert "changed since it was indexed" in history.staleness(res)
+    assert history.rows(res, "spark-sim01")[1]["driver"] == OLD_DRIVER
+    prev = history.previous_healthy(res, "spark-sim01", "nvidia-bare", "c" * 64, before_run="R2")
+    assert prev["run_id"] == "R1"
+    trend = history.trend(history.rows(res, "spark-sim01"))
+    assert trend[0]["delta_prev_pct"] is None and abs(trend[1]["delta_first_pct"] - trend[1]["delta_prev_pct"]) < 1e-9
+    assert trend[1]["delta_prev_pct"] < -5
+    import shutil
+    shutil.rmtree(res / "R1")
+    assert history.staleness(res) == "run R1 is indexed but no longer stored"
+
+
+def test_history_command_prints_the_trend(tmp_path: Path):
+    res = tmp_path / "results"
+    for i, rate in enumerate((60.0, 59.0, 48.0)):
+        store(res, f"R{i}", canary("spark-sim03", rate, run_id=f"R{i}"))
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "sparkbench"), "history", "spark-sim03", "nvidia-bare",
+                           "--results-dir", str(res)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "spark-sim03: 3 result(s) (SIMULATED figures)"
+    assert [line.split()[0] for line in lines[2:]] == ["R0", "R1", "R2"]
+    assert "-18.6 %" in lines[4] and "-20.0 %" in lines[4]  # 48 vs 59 (previous) and vs 60 (first)
+    missing = subprocess.run([sys.executable, str(REPO / "scripts" / "sparkbench"), "history", "nohost",
+                              "--results-dir", str(res)], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 0 and "nohost: no stored results" in missing.stdout
+    nodir = subprocess.run([sys.executable, str(REPO / "scripts" / "sparkbench"), "history", "spark-sim03",
+                            "--results-dir", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120)
+    assert nodir.returncode == 4 and "--results-dir" in nodir.stderr and not (tmp_path / "nope").exists()
+
+
+def test_report_draws_the_hosts_trend_without_writing_an_index(tmp_path: Path):
+    from sparkbench.report import sections
+    res = tmp_path / "results"
+    for i, rate in enumerate((60.0, 57.0)):
+        store(res, f"R{i}", canary("spark-sim03", rate, run_id=f"R{i}"), {"spark-sim03": "healthy"})
+    current = json.loads((res / "R1" / "spark-sim03" / "nvidia-bare.json").read_text())
+    tables = sections.history_trend(res / "R1", [current])
+    assert [t.title for t in tables] == ["History: spark-sim03 (simulated)"]
+    assert [row[1] for row in tables[0].rows] == ["R0", "R1"] and tables[0].rows[1][3].endswith("%")
+    assert not (res / "index.sqlite").exists()
+    assert sections.history_trend(res / "R1", []) == []
+
+
+def test_every_unit_of_the_inventory_names_a_canary_of_its_own_matrix():
+    from test_inventory import inventory
+
+    from sparkbench import matrix as vm
+    from sparkbench.plan import load_profiles
+    hv = inventory()["_meta"]["hostvars"]
+    assert {hv[h]["bench_health_canary"] for h in ("spark01", "spark-sim01", "spark-sim03")} == {"nvidia-bare"}
+    assert hv["cpu-real01"]["bench_health_canary"] == "tiny-bf16" and hv["spark01"]["bench_health_runs"] == 5
+    for host, v in hv.items():
+        models = [b["model"] for b in v["bench_builds"]]
+        _, profiles = load_profiles(models, v.get("bench_hardware_profile_name", "dgx-spark"), REPO / "profiles")
+        names = [x["name"] for x in vm.variant_matrix(v["bench_builds"], v["bench_configs"], image=v["bench_image"],
+                                                      common_args=v.get("bench_common_args"), profiles=profiles)]
+        assert v["bench_health_canary"] in names, (host, names)

@@ -1,0 +1,188 @@
+"""measure.py's per-request token gaps (``itl_ms``) and ``--target-precision`` / ``--max-runs``,
+end to end against the simulator as a real process (ports 18400-18499).
+
+Oracles: the stream's own decode figure (the gaps of a request add up to its decode time), the
+simulator's per-request noise knob (``VLLM_SIM_REQUEST_NOISE``: without it the median is known
+at once, with it more runs are needed), an independent bootstrap (numpy) for the achieved
+precision, and the stopping rule re-checked on the recorded runs.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from conftest import port_in
+
+from sparkbench import measure as M
+
+REPO = Path(__file__).resolve().parent.parent
+MEASURE = REPO / "scripts" / "measure.py"
+VALIDATOR = jsonschema.Draft202012Validator(json.loads((REPO / "schema" / "result.schema.json").read_text()))
+MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+BARE = ["--max-num-batched-tokens", "4096"]
+MTP2 = [*BARE, "--speculative-config", '{"method":"mtp","num_speculative_tokens":2}']
+FAST = {"VLLM_SIM_RATE": "3000"}
+
+
+def port_in_range() -> int:
+    """A free port in 18400-18499 (this file's range)."""
+    return port_in(18400, 18500)
+
+
+def measure(base_url: str, *args: str) -> tuple[int, dict | None, str]:
+    p = subprocess.run([sys.executable, str(MEASURE), "--base-url", base_url, "--telemetry", "off", "--warmup", "0",
+                        "--out", "-", *args], capture_output=True, text=True, timeout=180)
+    assert "Traceback" not in p.stderr, p.stderr
+    doc = json.loads(p.stdout) if p.stdout.strip() else None
+    if doc is not None:
+        errors = sorted(VALIDATOR.iter_errors(doc), key=str)
+        assert not errors, "; ".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5])
+    return p.returncode, doc, p.stderr
+
+
+def test_every_request_keeps_its_per_token_gaps(sim_factory) -> None:
+    """MTP (2-3 tokens a chunk): k gaps of g/k per chunk; the gaps of a request add up to the
+    time from its first to its last chunk, which is what its decode rate divides by."""
+    sim = sim_factory(model=MODEL, args=MTP2, env=FAST, port=port_in_range())
+    rc, doc, err = measure(sim.base_url, "--runs", "2", "--output-tokens", "48", "--concurrency", "2")
+    assert rc == 0, err
+    assert doc["client"]["script_version"] == M.SCRIPT_VERSION
+    assert tuple(int(x) for x in M.SCRIPT_VERSION.split(".")[:2]) >= (1, 2)  # itl_ms and precision came with 1.2
+    records = doc["single"]["runs"] + doc["parallel"][0]["per_stream"]
+    assert len(records) == 4
+    for r in records:
+        gaps = r["itl_ms"]
+        assert r["valid"] and isinstance(gaps, list) and "itl_reason" not in r
+        # one gap per token after the first chunk (usage counts from the simulator)
+        assert len(gaps) == r["completion_tokens"] - r["first_chunk_tokens"]
+        assert all(g >= 0 and round(g, 3) == g for g in gaps)
+        decode_s = len(gaps) / r["decode_tok_s"]
+        assert sum(gaps) / 1000.0 == pytest.approx(decode_s, rel=1e-3, abs=len(gaps) * 5e-7)
+        # MTP chunks carry several tokens: their gap is split evenly, so equal neighbours appear
+        assert any(a == b for a, b in zip(gaps, gaps[1:])), gaps
+    # The phase's ITL percentiles are the percentiles of these per-request gaps pooled.
+    pooled = [g for s in doc["parallel"][0]["per_stream"] for g in s["itl_ms"]]
+    assert doc["parallel"][0]["itl_s"]["p50"] * 1000 == pytest.approx(np.percentile(pooled, 50), abs=2e-3)
+    assert doc["single"]["precision"] is None and doc["settings"]["target_precision_pct"] is None
+
+
+def test_a_request_without_gaps_says_why() -> None:
+    """Streams as a server without per-chunk token counts, a burst and a failure deliver them:
+    itl_ms is null with the reason (run_record, the one place both phases build a record)."""
+    m = M.Measurement(M.build_parser().parse_args(["--base-url", "http://127.0.0.1:9", "--out", "-",
+                                                   "--output-tokens", "8"]), None)
+
+    def stream(marks, usage_tokens, error=None):
+        r = M.StreamResult(t_start=0.0, status=200, error=error, usage={"completion_tokens": usage_tokens,
+                                                                        "prompt_tokens": 10})
+        for t, n in marks:
+            if r.t_first is None:
+                r.t_first, r.tokens_first = t, n
+            r.t_last, r.tokens_last, r.carrying = t, n, r.carrying + 1
+            r.marks.append((t, n))
+            r.usage_marks += n is not None
+        r.finish_reason, r.done = "length", True
+        return r
+
+    # 8 tokens in 4 content chunks, no running counts: tokens per gap unknown
+    rec = m.run_record(stream([(0.1, None), (0.2, None), (0.3, None), (0.4, None)], 8), True)
+    assert rec["itl_ms"] is None and "tokens per gap unknown" in rec["itl_reason"]
+    # everything in one read: no gap
+    rec = m.run_record(stream([(0.5, 1), (0.5, 8)], 8), True)
+    assert rec["itl_ms"] is None and "one read" in rec["itl_reason"]
+    # a failed request keeps no gaps even when chunks had arrived
+    rec = m.run_record(stream([(0.1, 1), (0.2, 2)], 2, error="HTTP 500: boom"), True)
+    assert rec["itl_ms"] is None and rec["itl_reason"] == "request failed"
+    # one token a chunk without running counts (final usage == chunks): the chunk gaps, in ms
+    rec = m.run_record(stream([(0.1, None), (0.1125, None), (0.15, None)], 3), True)
+    assert rec["itl_ms"] == [12.5, 37.5] and "itl_reason" not in rec
+
+
+def test_precision_target_met_at_once_adds_no_run(sim_factory) -> None:
+    # No per-request noise, and requests long enough (64 tokens at 400 tok/s: 160 ms) that the
+    # scheduling jitter of a loaded 2-core machine stays well below the 15 % asked for.
+    sim = sim_factory(model=MODEL, args=BARE, env={"VLLM_SIM_RATE": "400"}, port=port_in_range())
+    rc, doc, err = measure(sim.base_url, "--runs", "3", "--output-tokens", "64", "--concurrency", "none",
+                           "--target-precision", "15")
+    assert rc == 0, err
+    p = doc["single"]["precision"]
+    rates = [r["decode_tok_s"] for r in doc["single"]["runs"]]
+    assert p["reached"] is True and p["runs_used"] == 3 == len(rates) and p["achieved_pct"] <= 15
+    assert p["achieved_pct"] == pytest.approx(M.median_precision_pct(rates), abs=1e-3)
+    assert p["max_runs"] == 12 and doc["settings"]["max_runs"] == 12  # default 4 × --runs
+    assert "single precision: reached" in err
+
+
+def test_noisy_server_gets_more_runs_until_the_median_is_known(sim_factory) -> None:
+    """5 % per-request noise: ±2 % needs about 35 runs, so after the first 3 measure.py adds runs,
+    one at a time, and stops at the first run after which the interval is narrow enough (the
+    rule is checked on the recorded runs whichever way the draws fell)."""
+    sim = sim_factory(model=MODEL, args=BARE, env={**FAST, "VLLM_SIM_REQUEST_NOISE": "0.05", "VLLM_SIM_SEED": "7"},
+                      port=port_in_range())
+    rc, doc, err = measure(sim.base_url, "--runs", "3", "--output-tokens", "32", "--concurrency", "none",
+                           "--target-precision", "2", "--max-runs", "60")
+    assert rc == 0, err
+    s, p = doc["single"], doc["single"]["precision"]
+    # (a run of a loaded machine may arrive in one read: no figure, but it counts as a run)
+    every = [r["decode_tok_s"] for r in s["runs"]]
+    rates = [x for x in every if x is not None]
+    assert p["runs_used"] == len(every) == s["attempted_runs"] and s["requested_runs"] == 3
+    assert p["target_pct"] == 2 and p["seed"] == 0 and p["resamples"] == 2000
+    assert p["achieved_pct"] == pytest.approx(M.median_precision_pct(rates), abs=1e-3)
+    assert p["reached"] == (p["achieved_pct"] <= 2)
+    # the stopping rule: after the base runs, every prefix but the whole missed the target
+    base = next(k for k in range(1, len(every) + 1) if sum(x is not None for x in every[:k]) >= 3)
+    for k in range(base, len(every)):
+        assert M.median_precision_pct([x for x in every[:k] if x is not None]) > 2, (k, every)
+    assert p["reached"] or len(every) == 60
+    assert err.count("single precision: median known to ±") == len(every) - base
+    if len(rates) > 6:  # an independent bootstrap (numpy, another seed) agrees on the half-width
+        rng = np.random.default_rng(1)
+        meds = np.median(rng.choice(rates, size=(4000, len(rates)), replace=True), axis=1)
+        lo, hi = np.percentile(meds, [2.5, 97.5])
+        assert 100 * (hi - lo) / 2 / np.median(rates) == pytest.approx(p["achieved_pct"], rel=0.35)
+    spread = (max(rates) - min(rates)) / statistics.median(rates)
+    assert spread > 0.04, "the noise knob should spread the requests by several %"
+
+
+def test_max_runs_bounds_a_target_that_cannot_be_met(sim_factory) -> None:
+    sim = sim_factory(model=MODEL, args=BARE, env={**FAST, "VLLM_SIM_REQUEST_NOISE": "0.05", "VLLM_SIM_SEED": "3"},
+                      port=port_in_range())
+    rc, doc, err = measure(sim.base_url, "--runs", "2", "--output-tokens", "32", "--concurrency", "none",
+                           "--target-precision", "0.01", "--max-runs", "5")
+    assert rc == 0, err
+    p = doc["single"]["precision"]
+    assert p == {**p, "reached": False, "runs_used": 5, "max_runs": 5}
+    assert p["achieved_pct"] > 0.01 and "single precision: NOT reached" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--runs", "5", "--max-runs", "4", "--target-precision", "1"], "argument --max-runs: 4 is fewer than --runs 5"),
+    (["--max-runs", "10"], "argument --max-runs: it only bounds --target-precision"),
+    (["--target-precision", "0"], "argument --target-precision: must be a positive percentage"),
+    (["--target-precision", "x"], "argument --target-precision: must be a positive percentage"),
+])
+def test_bad_precision_options_are_usage_errors(args, message) -> None:
+    p = subprocess.run([sys.executable, str(MEASURE), "--base-url", "http://127.0.0.1:9", "--out", "-", *args],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and message in p.stderr and p.stdout == ""
+
+
+def test_default_runs_is_the_verdict_minimum() -> None:
+    from sparkbench import verdict
+
+    assert M.build_parser().parse_args(["--base-url", "http://x", "--out", "-"]).runs == 5 == verdict.MIN_REQUESTS
+
+
+def test_median_precision_formula() -> None:
+    assert M.median_precision_pct([100.0]) is None and M.median_precision_pct([]) is None
+    assert M.median_precision_pct([100.0, 100.0, 100.0]) == 0.0
+    # two values: the bootstrap medians are a, (a+b)/2 or b, so the 95 % interval is [a, b]
+    assert M.median_precision_pct([99.0, 101.0]) == pytest.approx(100 * (101 - 99) / 2 / 100)
+    assert M.median_precision_pct([1.0, 2.0, 3.0, 4.0, 50.0]) == M.median_precision_pct([1.0, 2.0, 3.0, 4.0, 50.0])
