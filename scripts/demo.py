@@ -15,14 +15,20 @@ simulated vLLM version bridge.
    (``nvidia-bare``, 128 tokens × 5 runs: a verdict needs 5 requests per side) on one simulated host (spark-sim01), first on
    ``sparkbench/vllm-sim:v0.24.0`` (the simulator emulating vLLM 0.24.0), then on ``:v0.25.0``.
 4. ``ansible-playbook playbooks/report.yml -e run=<v0.25 run> -e baseline=<v0.24 run>``: the
-   run-to-run section and the bridge verdict (comparable when |Δ| ≤ 2.5 %).
+   run-to-run section and the bridge verdict ("differs by +1.8 % [lo, hi], within the 2.5 % bridge
+   tolerance").
+5. Fleet health: ``ansible-playbook playbooks/health.yml -l sim_sparks`` runs the canary on every
+   simulated unit at once and prints one verdict line per unit (spark-sim03: slow, its older driver
+   the probable cause); the playbook's non-zero exit is what cron or CI would act on, so this step
+   succeeds when health.json was written.
 
 Progress: one line per variant stage; the full Ansible output of each step goes to
 ``results/<run-id>/ansible.log``.
 
     python3 scripts/demo.py                      # what make demo runs
     python3 scripts/demo.py --skip-fleet         # real vLLM and the version bridge
-    python3 scripts/demo.py --skip-fleet --no-bridge   # only real vLLM on the CPU (about 4 minutes)
+    python3 scripts/demo.py --skip-fleet --no-bridge --no-health   # only real vLLM on the CPU (2-4 minutes)
+    python3 scripts/demo.py --skip-fleet --no-real --no-bridge     # only fleet health (about a minute)
     python3 scripts/demo.py -- -e bench_backend_comparison=true   # extra args for step 1
 
 Exit status: 0 when every step succeeded, else the first failing ansible-playbook's exit status
@@ -83,9 +89,10 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def run_playbook(cmd: list[str], log_path: Path, t0: float) -> int:
+def run_playbook(cmd: list[str], log_path: Path, t0: float, show_failures: bool = True) -> int:
     """Run ansible-playbook, write its whole output to ``log_path`` and print one progress line per
-    variant stage (seconds since ``t0``); returns its exit status."""
+    variant stage (seconds since ``t0``) and, with ``show_failures``, each failed task's first
+    line; returns its exit status."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,7 +109,7 @@ def run_playbook(cmd: list[str], log_path: Path, t0: float) -> int:
             if found:  # bench.yml's per-variant task names; hosts run the same variant in step
                 stage = found.group(1).replace("the ", "")
                 print(f"  [{time.monotonic() - t0:6.0f} s] {stage:<14} {variant}", flush=True)
-            elif line.startswith(("fatal:", "failed:")) and "ignoring" not in line:
+            elif show_failures and line.startswith(("fatal:", "failed:")) and "ignoring" not in line:
                 print("  " + line.rstrip()[:200], flush=True)
         return proc.wait()
 
@@ -119,7 +126,7 @@ def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
     """Step 1: the seed matrix on the fleet; prints the table, the summary and the charts."""
     run_dir = REPO / "results" / run_id
     log_path = run_dir / "ansible.log"
-    print(f"demo 1/4: the seed's matrix (2 builds × bare/mtp2/mtp3) on the simulated fleet ({limit}), run {run_id}")
+    print(f"demo 1/5: the seed's matrix (2 builds × bare/mtp2/mtp3) on the simulated fleet ({limit}), run {run_id}")
     print(f"          full Ansible output: {_rel(log_path)}", flush=True)
     rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", limit, "-e", f"bench_run_id={run_id}", *extra],
                       log_path, t0)
@@ -154,7 +161,7 @@ def real_step(run_id: str, t0: float) -> int:
     rid = f"{run_id}-real-cpu"
     run_dir = REPO / "results" / rid
     log_path = run_dir / "ansible.log"
-    print(f"\ndemo 2/4: the same pipeline on REAL vLLM 0.32.0 (CPU build, {REAL_IMAGE}) on {REAL_HOST}: "
+    print(f"\ndemo 2/5: the same pipeline on REAL vLLM 0.32.0 (CPU build, {REAL_IMAGE}) on {REAL_HOST}: "
           f"{', '.join(REAL_SETTINGS['bench_select'])}, run {rid}")
     print(f"          each variant is a real container (60-90 s to become ready); full Ansible output: "
           f"{_rel(log_path)}", flush=True)
@@ -182,7 +189,7 @@ def real_step(run_id: str, t0: float) -> int:
 def bridge_step(run_id: str, t0: float) -> int:
     """Steps 2 and 3: the reference variant on v0.24.0 then v0.25.0, compared with report.yml."""
     old_id, new_id = f"{run_id}-bridge-v0.24.0", f"{run_id}-bridge-v0.25.0"
-    print(f"\ndemo 3/4: version bridge — {BRIDGE_VARIANT} on {BRIDGE_HOST}, "
+    print(f"\ndemo 3/5: version bridge — {BRIDGE_VARIANT} on {BRIDGE_HOST}, "
           f"{BRIDGE_SETTINGS['llm_bench_output_tokens']} tokens × {BRIDGE_SETTINGS['llm_bench_runs']} runs, "
           f"emulated vLLM 0.24.0 then 0.25.0", flush=True)
     for rid, image in ((old_id, BRIDGE_OLD_IMAGE), (new_id, SIM_IMAGE)):
@@ -195,7 +202,7 @@ def bridge_step(run_id: str, t0: float) -> int:
                   file=sys.stderr)
             return rc
     new_dir = REPO / "results" / new_id
-    print(f"\ndemo 4/4: ansible-playbook playbooks/report.yml -e run={new_id} -e baseline={old_id}", flush=True)
+    print(f"\ndemo 4/5: ansible-playbook playbooks/report.yml -e run={new_id} -e baseline={old_id}", flush=True)
     rc = run_playbook([_bin("ansible-playbook"), "playbooks/report.yml", "-e", f"run={new_id}", "-e", f"baseline={old_id}"],
                       new_dir / "report.log", t0)
     report = load_report(new_dir)
@@ -212,6 +219,30 @@ def bridge_step(run_id: str, t0: float) -> int:
     return 0
 
 
+def health_step(run_id: str, limit: str, t0: float) -> int:
+    """Step 5: fleet health by canary (playbooks/health.yml) on the simulated fleet; prints one
+    verdict line per unit. The playbook exits non-zero when a unit is slow or failed — on this
+    fleet spark-sim03 is slow on purpose — so the step succeeds when health.json was written."""
+    rid = f"{run_id}-health"
+    run_dir = REPO / "results" / rid
+    log_path = run_dir / "ansible.log"
+    print(f"\ndemo 5/5: fleet health — ansible-playbook playbooks/health.yml -l {limit} (canary "
+          f"bench_health_canary, 5 single-stream requests per unit, all units at once), run {rid}", flush=True)
+    # The last task fails on purpose when a unit is slow: its verdict lines are printed below.
+    rc = run_playbook([_bin("ansible-playbook"), "playbooks/health.yml", "-l", limit, "-e", f"bench_run_id={rid}"],
+                      log_path, t0, show_failures=False)
+    try:
+        health = json.loads((run_dir / "health.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        print(f"demo: no health.json (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
+        return rc or 1
+    for line in health.get("lines", []):
+        print(f"  {line}")
+    print(f"  exit status {rc} ({'a unit is slow or failed: what cron or CI would act on' if rc else 'all healthy'}); "
+          f"{_rel(run_dir / 'health.md')}, health.json")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit status."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -220,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-fleet", action="store_true", help="only the version bridge (steps 2 and 3)")
     parser.add_argument("--no-bridge", action="store_true", help="no version bridge (steps 3 and 4)")
     parser.add_argument("--no-real", action="store_true", help="no real-vLLM step (step 2)")
+    parser.add_argument("--no-health", action="store_true", help="no fleet-health step (step 5)")
     parser.add_argument("extra", nargs="*", help="extra ansible-playbook arguments for step 1 (after --)")
     args = parser.parse_args(argv)
 
@@ -238,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_bridge:
         bridge_rc = bridge_step(run_id, t0)
         rc = rc or bridge_rc
+    if not args.no_health:
+        health_rc = health_step(run_id, args.limit, t0)
+        rc = rc or health_rc
     print(f"\ndemo: done in {(time.monotonic() - t0) / 60:.1f} min (exit {rc}); every figure is SIMULATED "
           f"except step 2's ({'skipped' if args.no_real else 'real vLLM on this CPU'})")
     return rc

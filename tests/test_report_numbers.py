@@ -148,6 +148,10 @@ def test_fleet_verdicts_host_against_its_peers(fleet):
     assert slow["kind"] == "differs" and slow["hi"] < 0 and slow["n_other"] == 5 and slow["n_reference"] == 10
     assert set(out["flagged"][0]["verdicts"]) == {f"{b}-{c}" for b in ("nvidia", "unsloth") for c in ("bare", "mtp2", "mtp3")}
     assert all(v["kind"] == "differs" and v["pct"] < -5 for v in out["flagged"][0]["verdicts"].values())
+    # a healthy host is held against its healthy sibling only (spark-sim03 is ~8 % below the
+    # fleet median, beyond the 5 % threshold): its interval stays narrow instead of bimodal
+    healthy = out["verdicts"]["nvidia-bare"]["spark-sim01"]
+    assert healthy["n_reference"] == 5 and healthy["kind"] == "no_difference" and healthy["mdd_pct"] < 5, healthy
     # a single host has no peers, hence no verdict
     alone = compare.fleet_compare([r for r in fleet if r["host"] == "spark-sim01"])
     assert alone["verdicts"] == {}

@@ -20,7 +20,7 @@ Fleet
     the median of its cells' deviations. Flagged: host deviation < −threshold (default 5 %), only
     with at least 3 measuring hosts (with two the median is their mean). Each cell carries a
     verdict: the host's single-stream requests against the pooled requests of its peers (the other
-    hosts' requests of that variant). Differing fields: per
+    hosts within ±threshold of the fleet median, all other hosts when none is). Differing fields: per
     variant, the majority value of each manifest field over the hosts; the SM clock (telemetry
     median) when it is more than the threshold below the fleet's.
 
@@ -198,8 +198,9 @@ def fleet_compare(results: list[dict], threshold_pct: float = 5.0, drift: dict |
 
     Returns ``{"hosts", "variants", "matrix": {variant: {host: tok_s}}, "fleet_median":
     {variant: tok_s}, "deviation_pct": {variant: {host: pct}}, "host_deviation_pct": {host: pct},
-    "verdicts": {variant: {host: verdict}} (the host's single-stream requests against its peers'
-    pooled requests), "unreliable": {host: drift text}, "flagged": [{"host", "deviation_pct",
+    "verdicts": {variant: {host: verdict}} (the host's single-stream requests against the pooled
+    requests of its peers: the other hosts within ±threshold of the fleet median, or all others
+    when none is), "unreliable": {host: drift text}, "flagged": [{"host", "deviation_pct",
     "differs": [{"field", "value", "majority", "variants"}], "verdicts": {variant: verdict}}],
     "host_differs", "threshold_pct", "can_flag", "simulated"}``."""
     threshold = _threshold(threshold_pct, "fleet")
@@ -226,10 +227,15 @@ def fleet_compare(results: list[dict], threshold_pct: float = 5.0, drift: dict |
             host_dev[h] = median(devs)
     verdicts: dict[str, dict[str, dict]] = {}
     for v in variants:
-        for h in matrix.get(v, {}):
-            peers = [x for p in hosts if p != h and (p, v) in by_host_variant
-                     for x in vd.samples(by_host_variant[(p, v)], "single")]
-            if any(p != h and p in matrix[v] for p in hosts):
+        cells = matrix.get(v, {})
+        for h in cells:
+            # Peers: the other hosts within ±threshold of the fleet median (all others when none
+            # is), so one slow host does not widen its siblings' interval into "no difference
+            # detectable above 15 %" by making the pooled sample bimodal.
+            others = [p for p in cells if p != h]
+            inliers = [p for p in others if abs(deviation.get(v, {}).get(p, 0.0)) <= threshold] or others
+            peers = [x for p in inliers for x in vd.samples(by_host_variant[(p, v)], "single")]
+            if others:
                 verdicts.setdefault(v, {})[h] = vd.compare_samples(
                     peers, vd.samples(by_host_variant[(h, v)], "single"), remedy=remedy("single"))
     measuring_hosts = {h for cells in matrix.values() for h in cells}

@@ -281,9 +281,10 @@ def fleet(results: list[dict], threshold_pct: float = 5.0,
     verdict_rows = [[h, v, f(data["matrix"][v].get(h), 2), verdict_cell(cell, data["unreliable"].get(h))]
                     for v, by_host in data["verdicts"].items() for h, cell in by_host.items()]
     verdict_table = Table("fleet-verdicts", sim("Fleet: each host against its peers", data["simulated"]),
-                          ["host", "variant", "single tok/s", "verdict against the other hosts"], verdict_rows,
-                          ["the host's single-stream requests against the pooled requests of the other hosts "
-                           "(same variant); 95 % bootstrap interval of the ratio of medians"])
+                          ["host", "variant", "single tok/s", "verdict against its peers"], verdict_rows,
+                          ["the host's single-stream requests against the pooled requests of its peers: the "
+                           f"other hosts within ±{data['threshold_pct']:g} % of the fleet median (all others "
+                           "when none is), same variant; 95 % bootstrap interval of the ratio of medians"])
     flag_rows, lines = [], []
     for fl in data["flagged"]:
         diffs = "; ".join(f"{d['field']} {d['value']} (fleet: {d['majority']})" for d in fl["differs"]) \
