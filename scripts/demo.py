@@ -72,6 +72,8 @@ CHART_NOTES = {
                             "lines converge as parallelism grows (the gap at 8 parallel is in the summary above)",
     "fleet_bars.png": "per variant, one bar per host; hosts flagged below the fleet median are hatched "
                       "(the demo's slow spark-sim03)",
+    "history.png": "per host with earlier runs stored beside this one, each variant's single-stream tok/s "
+                   "run after run (results/index.sqlite; scripts/sparkbench history HOST prints the same)",
 }
 
 

@@ -72,6 +72,22 @@ def test_fleet_charts_synthetic(tmp_path: Path):
 
 
 def test_all_charts_order(tmp_path: Path):
-    names = [c["name"] for c in charts.all_charts(load("fleet-sim"), tmp_path)]
-    assert names == ["mtp_uplift", "build_vs_build", "parallel_scaling", "fleet_bars"]
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(n + ".png" for n in names)
+    drawn = charts.all_charts(load("fleet-sim"), tmp_path)
+    names = [c["name"] for c in drawn]
+    assert names == ["mtp_uplift", "build_vs_build", "parallel_scaling", "fleet_bars", "history"]
+    # no stored history given: the trend chart is not drawn
+    assert drawn[-1]["path"] is None
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(n + ".png" for n in names[:-1])
+
+
+def test_history_chart_draws_each_host_with_two_runs_and_leaves_gaps(tmp_path: Path):
+    def row(run, variant, tok_s, status="complete"):
+        return {"run_id": run, "variant": variant, "single_median": tok_s, "status": status, "simulated": True}
+    trends = {"spark-sim03": [row("R0", "nvidia-bare", 60.0), row("R1", "nvidia-bare", 48.0),
+                              row("R0", "nvidia-mtp2", 80.0), row("R1", "nvidia-mtp2", None, "failed")],
+              "spark-sim01": [row("R1", "nvidia-bare", 76.0)]}  # one run only: no panel
+    out = charts.history_lines(trends, tmp_path)
+    assert out["data"]["hosts"] == {"spark-sim03": {"runs": ["R0", "R1"],
+                                                    "series": {"nvidia-bare": [60.0, 48.0], "nvidia-mtp2": [80.0, None]}}}
+    assert out["title"].endswith("SIMULATED") and is_png(out["path"])
+    assert charts.history_lines({"spark-sim01": trends["spark-sim01"]}, tmp_path / "none")["path"] is None

@@ -51,7 +51,9 @@ def test_seed_report_shows_minus_16_7_and_bridge(runs: Path):
     assert rows["unsloth-mtp2"]["single_tok_s"] == "81.6"
     assert rows["nvidia-bare"]["combined_8"] == ""  # not published → empty, not 0
     assert rows["nvidia-mtp3"]["acceptance_per_position"] == "0.86 0.67 0.55"
-    assert sorted(p.name for p in (run / "charts").glob("*.png")) == ["build_vs_build.png", "mtp_uplift.png"]
+    # seed-v0.24 is stored beside this run with the same host: its trend chart is drawn too
+    assert sorted(p.name for p in (run / "charts").glob("*.png")) == ["build_vs_build.png", "history.png",
+                                                                      "mtp_uplift.png"]
 
 
 def test_fleet_report_flags_slow_host_and_labels_simulated(runs: Path):
@@ -84,7 +86,7 @@ def test_fleet_report_flags_slow_host_and_labels_simulated(runs: Path):
     failed = [r for r in rows if r["status"] == "failed"]
     assert len(failed) == 3 and all(r["failure_stage"] == "preflight" for r in failed)
     html = (runs / "fleet-sim" / "report.html").read_text(encoding="utf-8")
-    assert html.count('src="data:image/png;base64,') == 4
+    assert html.count('src="data:image/png;base64,') == 5  # the four charts + the hosts' trend (fleet-sim-base beside it)
     assert "SIMULATED" in html
 
 

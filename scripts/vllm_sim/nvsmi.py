@@ -79,12 +79,19 @@ def _busy(knobs: Knobs) -> bool:
     return int(gpustate.read(knobs.gpu_state_file).get("running") or 0) > 0
 
 
-def main(argv: list[str]) -> int:
-    """``nvidia-smi [--query-gpu=a,b --format=csv[,noheader][,nounits]] [-L]``."""
+def _knobs() -> Knobs | None:
+    """The knobs from the environment; None (the error said on stderr) when one is bad."""
     try:
-        knobs = Knobs.from_env()
+        return Knobs.from_env()
     except KnobError as e:
         sys.stderr.write(f"{e}\n")
+        return None
+
+
+def main(argv: list[str]) -> int:
+    """``nvidia-smi [--query-gpu=a,b --format=csv[,noheader][,nounits]] [-L]``."""
+    knobs = _knobs()
+    if knobs is None:
         return 1
     vals = _values(knobs, _busy(knobs))
     query = fmt = None
@@ -150,10 +157,8 @@ def kernel_ring(knobs: Knobs, state: dict) -> list[str]:
 
 def dmesg_main(argv: list[str]) -> int:
     """``dmesg`` (no options needed): the simulated kernel ring."""
-    try:
-        knobs = Knobs.from_env()
-    except KnobError as e:
-        sys.stderr.write(f"{e}\n")
+    knobs = _knobs()
+    if knobs is None:
         return 1
     for line in kernel_ring(knobs, gpustate.read(knobs.gpu_state_file)):
         print(line)

@@ -193,8 +193,52 @@ def fleet_bars(results: list[dict], out_dir: Path, fleet: dict | None = None) ->
     return {"name": "fleet_bars", "path": _save(fig, out_dir / "fleet_bars.png"), "title": title, "data": data}
 
 
+def history_lines(trends: dict[str, list[dict]] | None, out_dir: Path, max_hosts: int = 4) -> dict:
+    """Each host's trend over the stored runs (``sparkbench.history.host_trends``): one panel per
+    host with at least two runs (the first ``max_hosts`` hosts by name), one line per variant,
+    single-stream median tok/s per run in run order (a run without a complete result of that
+    variant is a gap). data: {"hosts": {host: {"runs": [run ids], "series": {variant: [tok/s or
+    None per run]}}}}; nothing is drawn when no host has two runs."""
+    hosts: dict[str, dict[str, Any]] = {}
+    simulated = False
+    for host in sorted(trends or {}):
+        rows = (trends or {})[host]
+        runs: list[str] = []
+        for r in rows:
+            if r["run_id"] not in runs:
+                runs.append(r["run_id"])
+        if len(runs) < 2:
+            continue
+        series: dict[str, list[float | None]] = {}
+        for r in rows:
+            ys = series.setdefault(r["variant"], [None] * len(runs))
+            if r["status"] == "complete" and r["single_median"] is not None:
+                ys[runs.index(r["run_id"])] = r["single_median"]
+        hosts[host] = {"runs": runs, "series": series}
+        simulated = simulated or any(r.get("simulated") for r in rows)
+    title = "Single-stream tok/s over the stored runs, per host" + (" — SIMULATED" if simulated else "")
+    data = {"hosts": hosts}
+    if not hosts:
+        return {"name": "history", "path": None, "title": title, "data": data}
+    shown = list(hosts)[:max_hosts]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(7, 2.6 * len(shown)), squeeze=False)
+    for ax, host in zip(axes[:, 0], shown):
+        runs = hosts[host]["runs"]
+        for variant, ys in hosts[host]["series"].items():
+            pts = [(i, y) for i, y in enumerate(ys) if y is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=variant)
+        ax.set_xticks(range(len(runs)), runs, rotation=15, fontsize=7)
+        ax.set_ylabel("tok/s")
+        ax.set_title(host, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, ncol=3)
+    fig.suptitle(title, fontsize=10)
+    return {"name": "history", "path": _save(fig, out_dir / "history.png"), "title": title, "data": data}
+
+
 def all_charts(results: list[dict], out_dir: Path, fleet: dict | None = None,
-               builds_order: list[str] | None = None) -> list[dict]:
-    """Every chart, in report order (entries with ``path`` None were not drawn)."""
+               builds_order: list[str] | None = None, trends: dict[str, list[dict]] | None = None) -> list[dict]:
+    """Every chart, in report order (entries with ``path`` None were not drawn); ``trends`` are
+    the hosts' history rows for the trend chart."""
     return [mtp_uplift(results, out_dir), build_vs_build(results, out_dir, builds_order),
-            parallel_scaling(results, out_dir), fleet_bars(results, out_dir, fleet)]
+            parallel_scaling(results, out_dir), fleet_bars(results, out_dir, fleet), history_lines(trends, out_dir)]

@@ -108,7 +108,8 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     from . import charts as charts_mod  # matplotlib: imported only when there is a report to draw
 
     out_dir = run.path
-    charts = charts_mod.all_charts(results, out_dir / "charts", fleet_data, h2h_data["builds"])
+    trends = sections.host_trends(run.path, results)  # the hosts' stored runs (sparkbench.history)
+    charts = charts_mod.all_charts(results, out_dir / "charts", fleet_data, h2h_data["builds"], trends)
 
     summary = list(h2h_lines) + list(fleet_lines) + ([bridge_line] if bridge_line else [])
     summary += [f"{x['host']}/{x['variant']}: {x['status']} at {x['stage'] or '?'} — {x['reason'] or '?'}"
@@ -125,7 +126,7 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
         all_tables.append(h2h_table)
     all_tables += fleet_tables + rc_tables + drift_tables + extra_tabs + man_tables
     all_tables += [t for t in [sections.kernels_table(results)] if t]  # the kernels vLLM chose (engine_log)
-    all_tables += sections.history_trend(run.path, results)  # the hosts' trend over stored runs (sparkbench.history)
+    all_tables += sections.history_trend(run.path, results, trends)  # the hosts' trend over stored runs
     ctx = {"run_id": run.run_id, "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "simulated": data["simulated"] or bool(rc_data and rc_data["simulated"]),
            "backends": data["backends"],

@@ -456,21 +456,30 @@ def manifest(results: list[dict]) -> tuple[dict, list[Table]]:
 HISTORY_RUNS = 8  # runs per host × variant the report's trend shows (the newest)
 
 
-def history_trend(run_path, results: list[dict]) -> list[Table]:
-    """"History" tables: per host of the run, the single-stream median of each of its variants
-    over the stored runs (the history index of the results folder holding the run; an index that
-    does not exist yet is built in memory, not written), newest :data:`HISTORY_RUNS` runs, with
-    Δ vs the previous run and vs the first (sparkbench.history.trend). Hosts with only this run
-    get no table."""
+def host_trends(run_path, results: list[dict]) -> dict[str, list[dict]]:
+    """Per host of the run, its history rows for the run's variants (the history index of the
+    results folder holding the run; an index that does not exist yet is built in memory, not
+    written): what the "History" tables and the trend chart show."""
     from pathlib import Path
 
     from .. import history
 
     hosts = sorted({n.host_of(r) for r in results if n.host_of(r)})
-    variants = {n.variant_name(r) for r in results}
+    if not hosts:
+        return {}
+    return history.host_trends(Path(run_path).parent, hosts, {n.variant_name(r) for r in results})
+
+
+def history_trend(run_path, results: list[dict], trends: dict[str, list[dict]] | None = None) -> list[Table]:
+    """"History" tables: per host of the run, the single-stream median of each of its variants
+    over the stored runs (``trends`` from :func:`host_trends`, computed when not given), newest
+    :data:`HISTORY_RUNS` runs, with Δ vs the previous run and vs the first
+    (sparkbench.history.trend). Hosts with only this run get no table."""
+    hosts = sorted({n.host_of(r) for r in results if n.host_of(r)})
     if not hosts:
         return []
-    trends = history.host_trends(Path(run_path).parent, hosts, variants)
+    if trends is None:
+        trends = host_trends(run_path, results)
     tables = []
     for host in hosts:
         rows_ = trends.get(host) or []
