@@ -186,10 +186,13 @@ def kernels_block(log_text: Any, secret_values: Any = ()) -> dict[str, Any] | No
 
 def complete_document(context: Mapping[str, Any], measured: Mapping[str, Any],
                       startup: Mapping[str, Any] | None = None, stderr: Any = "",
-                      secret_values: Any = ()) -> dict[str, Any]:
+                      secret_values: Any = (), server: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """measure.py's measured block + the context; an incomplete one gets ``failure {stage: measure}``.
     ``startup`` (the vllm_server role's wait result) gives ``server_startup`` and, from its
-    ``startup_log``, the ``kernels`` block (:func:`kernels_block`)."""
+    ``startup_log``, the ``kernels`` block (:func:`kernels_block`). ``server``: the diagnosis of
+    the container log read after an incomplete measurement (as for a failed one,
+    :func:`measure_failure`): an engine that died after serving some requests is named with its
+    known issue and remedy."""
     doc = dict(measured)
     doc.update(context)
     kernels = kernels_block((startup or {}).get("startup_log"), secret_values)
@@ -203,9 +206,12 @@ def complete_document(context: Mapping[str, Any], measured: Mapping[str, Any],
     doc["server_startup"] = {"time_to_ready_s": (startup or {}).get("time_to_ready_s"),
                              "model_memory_gib": (startup or {}).get("model_memory_gib")}
     if doc.get("status") != "complete":
-        first = next((e.get("message") for e in doc.get("errors") or [] if isinstance(e, Mapping) and e.get("message")),
-                     None)
-        doc["failure"] = failure("measure", first or "measurement incomplete", log_excerpt=stderr)
+        if server and (server.get("issue") or server.get("line")):
+            doc["failure"] = measure_failure(3, measured, stderr, server=server)[0]
+        else:
+            first = next((e.get("message") for e in doc.get("errors") or []
+                          if isinstance(e, Mapping) and e.get("message")), None)
+            doc["failure"] = failure("measure", first or "measurement incomplete", log_excerpt=stderr)
     return validate(doc)
 
 
@@ -364,7 +370,8 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
             ok, stage, reason = False, "measure", "measure.py wrote no JSON document"
         else:
             try:
-                doc = complete_document(context, measured, startup, (measure or {}).get("stderr"), secret_values)
+                doc = complete_document(context, measured, startup, (measure or {}).get("stderr"), secret_values,
+                                        server=launch_failure)
             except DocumentError as exc:
                 ok, stage, reason = False, "measure", str(exc)
     if doc is None:

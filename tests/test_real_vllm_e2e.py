@@ -302,18 +302,22 @@ def test_max_model_len_beyond_the_kv_cache(real_run):
 
 
 def test_engine_death_after_health_fails_the_measure_stage_only(real_run):
-    f = _failure(real_run, "engine-dies")
+    d = doc(real_run, FAIL_HOST, "engine-dies")
+    # With a 0 s execute_model timeout the engine usually dies on the first request ("failed");
+    # now and then a request is served before the timeout fires and it dies mid-run
+    # ("incomplete"). Either way the container log names the known issue.
+    assert d["status"] in ("failed", "incomplete"), d
+    f = d["failure"]
     assert f["stage"] == "measure", f
     assert f["issues"] == ["execute_model_timeout"], f
     assert "EngineDeadError" in f["reason"] and "TimeoutError: RPC call to execute_model timed out" in f["reason"]
     assert "EngineDeadError" in f["log_excerpt"] and "HTTP 500" in f["reason"]
     assert "EngineCore encountered an issue" in f["reason"]  # measure.py's own first error, appended
     assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in f["remedy"]
-    d = doc(real_run, FAIL_HOST, "engine-dies")
-    # The server had been ready (measure.py reached it and recorded every request's HTTP 500).
+    # The server had been ready (measure.py reached it and recorded the requests' HTTP 500).
     assert d["server"]["version"] == "0.32.0" and d["single"]["runs"]
     errors = [r["error"] or "" for r in d["single"]["runs"]]
-    assert all(errors) and any("HTTP 500" in e for e in errors), errors
+    assert any("HTTP 500" in e for e in errors) and (all(errors) or d["status"] == "incomplete"), errors
     # The other variants of the run went on and completed.
     assert all(doc(real_run, MEASURE_HOST, n)["status"] == "complete" for n in MEASURED)
 

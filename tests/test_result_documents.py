@@ -98,6 +98,23 @@ def test_incomplete_measurement_keeps_its_figures_and_says_why(host_plan, measur
     assert doc["failure"]["stage"] == "measure" and doc["failure"]["reason"] == "stream stalled 60 s"
 
 
+def test_engine_death_mid_run_names_the_known_issue_on_an_incomplete_result(host_plan, measured):
+    # Some requests served, then the engine died: measure.py exits 3 and the container log,
+    # read after it (vllm_server collect), explains the rest as it would a failed run.
+    block = measured_block() | {"status": "incomplete",
+                                "errors": [{"phase": "single", "request": 2, "message": "HTTP 500: EngineCore encountered an issue"}]}
+    server = {"issue": "execute_model_timeout", "reason": "the engine died: EngineDeadError",
+              "remedy": "raise VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "line": "TimeoutError: RPC call to execute_model timed out",
+              "log_excerpt": "... EngineDeadError ..."}
+    doc = written(result.record(entry(host_plan), HOST, "measure", True, launch_failure=server,
+                                measure={"rc": 3, "stdout": json.dumps(block), "stderr": "progress..."}))
+    f = doc["failure"]
+    assert doc["status"] == "incomplete" and doc["single"] == block["single"]
+    assert f["stage"] == "measure" and f["issues"] == ["execute_model_timeout"] and f["remedy"] == server["remedy"]
+    assert "EngineDeadError" in f["reason"] and "TimeoutError: RPC call" in f["reason"]
+    assert "(measure.py: HTTP 500: EngineCore encountered an issue)" in f["reason"]
+
+
 def test_preflight_refusal(tmp_path):
     p = plan.plan_host(inventory_vars(tmp_path, bench_extra_variants=[
         {"name": "nvidia-mnbt2048", "build": "nvidia", "config": "bare", "args": {"max-num-batched-tokens": 2048}}]),
