@@ -148,7 +148,10 @@ def test_noisy_server_gets_more_runs_until_the_median_is_known(sim_factory) -> N
         lo, hi = np.percentile(meds, [2.5, 97.5])
         assert 100 * (hi - lo) / 2 / np.median(rates) == pytest.approx(p["achieved_pct"], rel=0.35)
     spread = (max(rates) - min(rates)) / statistics.median(rates)
-    assert spread > 0.04, "the noise knob should spread the requests by several %"
+    # an early stop means the first draws happened to lie close together: judge the knob's
+    # spread only over enough requests (10 draws at 5 % span ~3 s.d. ≈ 15 %)
+    if len(rates) >= 10:
+        assert spread > 0.04, "the noise knob should spread the requests by several %"
 
 
 def test_max_runs_bounds_a_target_that_cannot_be_met(sim_factory) -> None:
