@@ -45,6 +45,7 @@ docker:
 images: docker
 	@scripts/build_base_image.sh
 	@scripts/build_sim_image.sh $(SIM_VERSION)
+	@scripts/build_sim_ray_image.sh
 	@scripts/build_vllm_cpu_image.sh
 
 chromium:

@@ -18,7 +18,21 @@ from sparkbench.ansible_action import ControllerAction
 
 class ActionModule(ControllerAction):
     VARIABLE_NAMES = (list(plan_mod.VARIABLES) + [f"llm_bench_{k}" for k in plan_mod.settings_mod.DEFAULTS]
-                      + ["bench_plan", "bench_health_canary", "bench_health_runs", "bench_health_output_tokens"])
+                      + ["bench_plan", "sparkbench_simulated", "bench_health_canary", "bench_health_runs", "bench_health_output_tokens"])
+
+    def _members(self, variables, task_vars):
+        """``(host, variables)`` of every member of the host's cluster (``bench_cluster``: a group),
+        in inventory order, each templated by the names sparkbench.cluster reads; [] without one."""
+        group = str(variables.get("bench_cluster") or "")
+        if not group:
+            return []
+        hosts = (task_vars.get("groups") or {}).get(group) or []
+        names = set(plan_mod.VARIABLES) | set(plan_mod.cluster_mod.VARIABLES)
+        out = []
+        for host in hosts:
+            hv = task_vars["hostvars"][host]
+            out.append((host, {n: self._templar.template(hv[n]) for n in names if n in hv}))
+        return out
 
     def act(self, args, variables, task_vars):
         if "provisioned" in args:
@@ -28,7 +42,7 @@ class ActionModule(ControllerAction):
                 from sparkbench import health as health_mod
                 variables = health_mod.canary_variables(variables)
             new = plan_mod.plan_host(variables, task_vars.get("inventory_hostname", ""),
-                                     check_mode=bool(self._task.check_mode))
+                                     check_mode=bool(self._task.check_mode), members=self._members(variables, task_vars))
             if not self._task.check_mode and args.get("results", True):
                 plan_mod.ensure_host_dir(new)
         # The fact is also what the runner's live view reads (sparkbench.runner.progress).

@@ -10,6 +10,7 @@
         failed: "{{ ansible_failed_result | default({}) }}"
         reason: "..."                    # stage host: why the host failed
         drop_caches: "{{ bench_drop_caches_outcome | default({}) }}"   # → protocol.drop_caches
+        cluster: {spec: ..., state: ..., serving: ...}   # a cluster variant: the Ray cluster's check → cluster block
     - sparkbench_result: {plan: "{{ bench_plan }}", stage: host, ok: false, reason: "..."}   # every variant
 
 Builds the document, validates it against schema/result.schema.json and writes it on the
@@ -42,13 +43,16 @@ class ActionModule(ControllerAction):
                 secrets.append(self._templar.template(task_vars[name]) if name in task_vars else None)
             except Exception:  # an undefined vault variable: the pattern-based redaction still applies
                 continue
-        entries = args["plan"]["variants"] if args.get("plan") else [args["entry"]]
+        # A whole plan (a host failure): its single-unit and its cluster variants.
+        entries = (list(args["plan"]["variants"]) + list(args["plan"].get("cluster_variants") or [])
+                   if args.get("plan") else [args["entry"]])
         records = [result_mod.record(e, facts, str(args.get("stage", "measure")), bool(args.get("ok", False)),
                                      measure=args.get("measure") or None, startup=args.get("startup") or None,
                                      launch_failure=args.get("launch_failure") or None,
                                      failed=args.get("failed") or None, reason=args.get("reason"),
                                      secret_values=[str(s) for s in secrets if s],
-                                     drop_caches=args.get("drop_caches") or None)
+                                     drop_caches=args.get("drop_caches") or None,
+                                     cluster=args.get("cluster") or None)
                    for e in entries]
         out = {"changed": True, "records": records}
         if len(records) == 1:

@@ -7,17 +7,21 @@ simulated vLLM version bridge.
    2/4/8 parallel, quality, image). The play's bench_report role renders report.md, report.html,
    results.csv, results.json and charts/; the demo prints the main table from results.json (the one
    the play prints, labelled simulated), the report's summary and what each chart shows.
-2. The same pipeline on real vLLM: ``ansible-playbook bench.yml -l cpu-real01`` (vLLM 0.32.0's
+2. Two Sparks: ``ansible-playbook bench.yml -l sim_pair`` — gpt-oss-120b on each simulated unit
+   alone, then across both as one model on a real two-node Ray cluster (``--tensor-parallel-size 2``
+   and ``--pipeline-parallel-size 2`` with ``--distributed-executor-backend ray``); the table has the
+   TP=2 row beside the single-unit rows, with the cluster-vs-one-unit verdicts.
+3. The same pipeline on real vLLM: ``ansible-playbook bench.yml -l cpu-real01`` (vLLM 0.32.0's
    CPU build in ``sparkbench/vllm-cpu``, the tiny model baked into it; 2 variants, bf16 and fp32,
    each a real container that needs 60-90 s to become ready). Its table (from its results.json,
    labelled as real vLLM on a CPU: measured, not simulated, no Spark roofline) is printed the same way.
-3. The version bridge, as the seed did between vLLM v0.24 and v0.25: a reference variant
+4. The version bridge, as the seed did between vLLM v0.24 and v0.25: a reference variant
    (``nvidia-bare``, 128 tokens × 5 runs: a verdict needs 5 requests per side) on one simulated host (spark-sim01), first on
    ``sparkbench/vllm-sim:v0.24.0`` (the simulator emulating vLLM 0.24.0), then on ``:v0.25.0``.
-4. ``ansible-playbook playbooks/report.yml -e run=<v0.25 run> -e baseline=<v0.24 run>``: the
+5. ``ansible-playbook playbooks/report.yml -e run=<v0.25 run> -e baseline=<v0.24 run>``: the
    run-to-run section and the bridge verdict ("differs by +1.8 % [lo, hi], within the 2.5 % bridge
    tolerance").
-5. Fleet health: ``ansible-playbook playbooks/health.yml -l sim_sparks`` runs the canary on every
+6. Fleet health: ``ansible-playbook playbooks/health.yml -l sim_sparks`` runs the canary on every
    simulated unit at once and prints one verdict line per unit (spark-sim03: slow, its older driver
    the probable cause); the playbook's non-zero exit is what cron or CI would act on, so this step
    succeeds when health.json was written.
@@ -26,13 +30,14 @@ Progress: one line per variant stage; the full Ansible output of each step goes 
 ``results/<run-id>/ansible.log``.
 
     python3 scripts/demo.py                      # what make demo runs
-    python3 scripts/demo.py --skip-fleet         # real vLLM and the version bridge
-    python3 scripts/demo.py --skip-fleet --no-bridge --no-health   # only real vLLM on the CPU (2-4 minutes)
-    python3 scripts/demo.py --skip-fleet --no-real --no-bridge     # only fleet health (about a minute)
+    python3 scripts/demo.py --skip-fleet         # two Sparks, real vLLM, the version bridge, health
+    python3 scripts/demo.py --skip-fleet --no-real --no-bridge --no-health   # only two Sparks (2-3 minutes)
+    python3 scripts/demo.py --skip-fleet --no-pair --no-bridge --no-health   # only real vLLM on the CPU (2-4 minutes)
+    python3 scripts/demo.py --skip-fleet --no-pair --no-real --no-bridge     # only fleet health (about a minute)
     python3 scripts/demo.py -- -e bench_backend_comparison=true   # extra args for step 1
 
 Exit status: 0 when every step succeeded, else the first failing ansible-playbook's exit status
-(2 when a simulator image or the real-vLLM image is missing).
+(2 when a simulator image, the simulator's Ray image or the real-vLLM image is missing).
 """
 from __future__ import annotations
 
@@ -57,6 +62,10 @@ REAL_HOST = "cpu-real01"
 # Two configurations of the real_cpu matrix (inventory/group_vars/real_cpu/main.yml).
 REAL_SETTINGS = {"bench_select": ["tiny-bf16", "tiny-fp32"]}
 BRIDGE_HOST = "spark-sim01"
+# Step 2: the simulated pair (inventory group sim_pair) and the model of its matrix.
+PAIR_GROUP = "sim_pair"
+PAIR_MODEL = "openai/gpt-oss-120b"
+PAIR_IMAGE = "sparkbench/vllm-sim-ray:v0.25.0"
 BRIDGE_VARIANT = "nvidia-bare"
 # Small bridge runs: the reference variant's single-stream speed is all the bridge compares (no
 # drift bracket: with one variant it would re-measure the same variant straight after itself).
@@ -128,7 +137,7 @@ def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
     """Step 1: the seed matrix on the fleet; prints the table, the summary and the charts."""
     run_dir = REPO / "results" / run_id
     log_path = run_dir / "ansible.log"
-    print(f"demo 1/5: the seed's matrix (2 builds × bare/mtp2/mtp3) on the simulated fleet ({limit}), run {run_id}")
+    print(f"demo 1/6: the seed's matrix (2 builds × bare/mtp2/mtp3) on the simulated fleet ({limit}), run {run_id}")
     print(f"          full Ansible output: {_rel(log_path)}", flush=True)
     rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", limit, "-e", f"bench_run_id={run_id}", *extra],
                       log_path, t0)
@@ -158,12 +167,40 @@ def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
     return rc
 
 
+def pair_step(run_id: str, t0: float) -> int:
+    """Step 2: two simulated Sparks (sim_pair): gpt-oss-120b on each unit alone, then across both
+    with Ray (TP=2, PP=2); prints the table with the TP=2 row beside the single-unit rows and the
+    report's cluster-vs-one-unit verdicts."""
+    rid = f"{run_id}-pair"
+    run_dir = REPO / "results" / rid
+    log_path = run_dir / "ansible.log"
+    print(f"\ndemo 2/6: two Sparks — ansible-playbook bench.yml -l {PAIR_GROUP}: {PAIR_MODEL} on each unit "
+          f"alone, then across both with Ray (a real 2-node Ray cluster of simulated Sparks; TP=2 and PP=2), "
+          f"run {rid}", flush=True)
+    print(f"          full Ansible output: {_rel(log_path)}", flush=True)
+    rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", PAIR_GROUP, "-e", f"bench_run_id={rid}"],
+                      log_path, t0)
+    report = load_report(run_dir)
+    print()
+    if not report.get("rows"):
+        print(f"demo: no two-Spark report (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
+        return rc or 1
+    print(report["terminal_table"])
+    for f in report.get("failures", []):
+        print(f"  {f['host']}/{f['variant']}: {f['status']} at {f['stage']}: {f['reason']} — fix: {f['remedy']}")
+    for line in report.get("summary", []):
+        if "TP=" in line or "PP=" in line or "cluster" in line.lower():
+            print(f"  - {line}")
+    print(f"Report: {_rel(run_dir / 'report.html')} (the cluster's nodes, link and verdicts in its Clusters section)")
+    return rc
+
+
 def real_step(run_id: str, t0: float) -> int:
-    """Step 2: the same pipeline on real vLLM (CPU build) on cpu-real01; prints its table."""
+    """Step 3: the same pipeline on real vLLM (CPU build) on cpu-real01; prints its table."""
     rid = f"{run_id}-real-cpu"
     run_dir = REPO / "results" / rid
     log_path = run_dir / "ansible.log"
-    print(f"\ndemo 2/5: the same pipeline on REAL vLLM 0.32.0 (CPU build, {REAL_IMAGE}) on {REAL_HOST}: "
+    print(f"\ndemo 3/6: the same pipeline on REAL vLLM 0.32.0 (CPU build, {REAL_IMAGE}) on {REAL_HOST}: "
           f"{', '.join(REAL_SETTINGS['bench_select'])}, run {rid}")
     print(f"          each variant is a real container (60-90 s to become ready); full Ansible output: "
           f"{_rel(log_path)}", flush=True)
@@ -189,9 +226,9 @@ def real_step(run_id: str, t0: float) -> int:
 
 
 def bridge_step(run_id: str, t0: float) -> int:
-    """Steps 2 and 3: the reference variant on v0.24.0 then v0.25.0, compared with report.yml."""
+    """Steps 4 and 5: the reference variant on v0.24.0 then v0.25.0, compared with report.yml."""
     old_id, new_id = f"{run_id}-bridge-v0.24.0", f"{run_id}-bridge-v0.25.0"
-    print(f"\ndemo 3/5: version bridge — {BRIDGE_VARIANT} on {BRIDGE_HOST}, "
+    print(f"\ndemo 4/6: version bridge — {BRIDGE_VARIANT} on {BRIDGE_HOST}, "
           f"{BRIDGE_SETTINGS['llm_bench_output_tokens']} tokens × {BRIDGE_SETTINGS['llm_bench_runs']} runs, "
           f"emulated vLLM 0.24.0 then 0.25.0", flush=True)
     for rid, image in ((old_id, BRIDGE_OLD_IMAGE), (new_id, SIM_IMAGE)):
@@ -222,13 +259,13 @@ def bridge_step(run_id: str, t0: float) -> int:
 
 
 def health_step(run_id: str, limit: str, t0: float) -> int:
-    """Step 5: fleet health by canary (playbooks/health.yml) on the simulated fleet; prints one
+    """Step 6: fleet health by canary (playbooks/health.yml) on the simulated fleet; prints one
     verdict line per unit. The playbook exits non-zero when a unit is slow or failed — on this
     fleet spark-sim03 is slow on purpose — so the step succeeds when health.json was written."""
     rid = f"{run_id}-health"
     run_dir = REPO / "results" / rid
     log_path = run_dir / "ansible.log"
-    print(f"\ndemo 5/5: fleet health — ansible-playbook playbooks/health.yml -l {limit} (canary "
+    print(f"\ndemo 6/6: fleet health — ansible-playbook playbooks/health.yml -l {limit} (canary "
           f"bench_health_canary, 5 single-stream requests per unit, all units at once), run {rid}", flush=True)
     # The last task fails on purpose when a unit is slow: its verdict lines are printed below.
     rc = run_playbook([_bin("ansible-playbook"), "playbooks/health.yml", "-l", limit, "-e", f"bench_run_id={rid}"],
@@ -250,14 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--limit", default="sim_sparks", help="hosts of step 1 (default: the simulated fleet sim_sparks)")
     parser.add_argument("--run-id", default=None, help="results/<run-id> (default: UTC now, YYYYmmddTHHMMSSZ)")
-    parser.add_argument("--skip-fleet", action="store_true", help="only the version bridge (steps 2 and 3)")
-    parser.add_argument("--no-bridge", action="store_true", help="no version bridge (steps 3 and 4)")
-    parser.add_argument("--no-real", action="store_true", help="no real-vLLM step (step 2)")
-    parser.add_argument("--no-health", action="store_true", help="no fleet-health step (step 5)")
+    parser.add_argument("--skip-fleet", action="store_true", help="no seed matrix on the fleet (step 1)")
+    parser.add_argument("--no-bridge", action="store_true", help="no version bridge (steps 4 and 5)")
+    parser.add_argument("--no-pair", action="store_true", help="no two-Spark step (step 2)")
+    parser.add_argument("--no-real", action="store_true", help="no real-vLLM step (step 3)")
+    parser.add_argument("--no-health", action="store_true", help="no fleet-health step (step 6)")
     parser.add_argument("extra", nargs="*", help="extra ansible-playbook arguments for step 1 (after --)")
     args = parser.parse_args(argv)
 
-    for image in (SIM_IMAGE, BRIDGE_OLD_IMAGE) + (() if args.no_real else (REAL_IMAGE,)):
+    for image in ((SIM_IMAGE, BRIDGE_OLD_IMAGE) + (() if args.no_real else (REAL_IMAGE,))
+                  + (() if args.no_pair else (PAIR_IMAGE,))):
         if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
             print(f"demo: the image {image} is missing; run 'make setup' first", file=sys.stderr)
             return 2
@@ -266,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     if not args.skip_fleet:
         rc = fleet_step(run_id, args.limit, args.extra, t0)
+    if not args.no_pair:
+        pair_rc = pair_step(run_id, t0)
+        rc = rc or pair_rc
     if not args.no_real:
         real_rc = real_step(run_id, t0)
         rc = rc or real_rc
@@ -276,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         health_rc = health_step(run_id, args.limit, t0)
         rc = rc or health_rc
     print(f"\ndemo: done in {(time.monotonic() - t0) / 60:.1f} min (exit {rc}); every figure is SIMULATED "
-          f"except step 2's ({'skipped' if args.no_real else 'real vLLM on this CPU'})")
+          f"except step 3's ({'skipped' if args.no_real else 'real vLLM on this CPU'})")
     return rc
 
 

@@ -14,6 +14,12 @@
 * ``command``: the equivalent ``docker run`` line, secrets shown as ``<redacted>``, recorded in
   the result and printed by the dry run.
 
+A cluster variant (``server["exec_in"]``: the head's Ray container, ``sparkbench.cluster``) is not
+a container of its own: as NVIDIA's two-Spark recipe does, ``vllm serve`` runs inside the head
+node's running Ray container (``docker exec``), its output in ``server["log_file"]`` there. The spec
+then has ``exec: {container, log_file, pid_file}``, ``container.exec_in`` set, and ``command`` is the
+``docker exec`` line.
+
 ``config_hash(spec, settings)`` is the key that decides whether a stored result can be reused:
 sha256 over the redacted argv, the image, the environment (secret names, not values) and the
 measurement settings. Flag names are normalised here and nowhere else (``normalize_args``).
@@ -131,10 +137,25 @@ def docker_run_line(container: Mapping[str, Any], secret_env: Sequence[str] = ()
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def docker_exec_line(container: str, argv: Sequence[str], env: Mapping[str, Any] | None = None,
+                     secret_env: Sequence[str] = ()) -> str:
+    """The ``docker exec`` line that starts ``vllm serve`` in a running container, secrets ``<redacted>``."""
+    parts = ["docker", "exec", "-d"]
+    for key, value in redacted_env(env).items():
+        parts += ["-e", f"{key}={value}"]
+    for key in secret_env:
+        parts += ["-e", f"{key}={REDACTED}"]
+    parts += [str(container), "vllm", "serve"] + redact_argv(list(argv))
+    return " ".join(shlex.quote(p) for p in parts)
+
+
 def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the container gets for ``variant`` on a host with ``server`` settings.
 
     ``server`` keys (the vllm_server role's settings): ``host``, ``port``, ``container_name``,
+    ``base_url`` (optional: where the host reaches the server when that is not ``http://host:port``,
+    e.g. a port published from a cluster head's container), ``exec_in`` / ``log_file`` (a cluster
+    variant, see the module docstring),
     ``hf_cache`` (host path), ``gpus`` (bool), ``env`` (host-wide environment), ``secret_env``
     (names of the secrets the role will add: ``HF_TOKEN`` when a token is set, ``VLLM_API_KEY``
     when an API key is), ``ready_timeout_s`` (the healthcheck's start period).
@@ -167,9 +188,17 @@ def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[s
             "start_period": f"{int(float(server.get('ready_timeout_s', 900)))}s",
         },
     }
+    base = str(server.get("base_url") or f"http://{host}:{port}").rstrip("/")
+    if server.get("exec_in"):  # a cluster variant: vllm serve inside the head's Ray container
+        log_file = str(server.get("log_file") or "/tmp/sparkbench-vllm.log")
+        container = {**container, "name": str(server["exec_in"]), "exec_in": str(server["exec_in"])}
+        return {"argv": argv, "env": env, "secret_env": secret_env, "image": str(image), "container": container,
+                "exec": {"container": str(server["exec_in"]), "log_file": log_file, "pid_file": f"{log_file}.pid"},
+                "command": docker_exec_line(server["exec_in"], argv, env, secret_env),
+                "health_url": f"{base}/health", "base_url": base}
     return {"argv": argv, "env": env, "secret_env": secret_env, "image": str(image), "container": container,
-            "command": docker_run_line(container, secret_env), "health_url": f"http://{host}:{port}/health",
-            "base_url": f"http://{host}:{port}"}
+            "command": docker_run_line(container, secret_env), "health_url": f"{base}/health",
+            "base_url": base}
 
 
 def config_hash(spec: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> str:

@@ -19,7 +19,14 @@ the whole measured sequence) — measured again at the end of the sequence, sing
 extra minutes stay small). Same launch spec and configuration hash as the reference; name
 ``<variant>.bracket``, result ``<variant>.bracket.json`` (the main result and resume never read
 it); ``bracket: {of: <variant>, position: end}`` goes into its document. bench.yml runs it only
-when the reference's own result of this run is complete. None when no variant is measured. ``provisioned(plan, failures)`` adds the models whose download failed to
+when the reference's own result of this run is complete. None when no variant is measured. Clusters (``sparkbench.cluster``): a host in a group declared a cluster (``bench_cluster: <group>``)
+plans the *single-unit* variants as every host does; a *cluster variant* (tensor-parallel-size x
+pipeline-parallel-size above the hardware profile's ``gpus_per_node``) is planned on the head only
+(the group's first host), in ``cluster_variants``, with the cluster's spec in ``cluster``: its
+launch runs ``vllm serve`` inside the head's Ray container, its result is written under the head
+host. The other members plan none (``cluster_role: worker``), but provision the cluster's images
+and models. On a host that declares no cluster, a cluster variant is refused by preflight
+(``cluster_needed``). ``provisioned(plan, failures)`` adds the models whose download failed to
 the preflight verdicts. Bad input raises ``InputError`` naming the variable and the fix, before
 any host is touched.
 """
@@ -32,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import cluster as cluster_mod
 from . import flags as flags_mod
 from . import preflight as preflight_mod
 from . import result as result_mod
@@ -61,6 +69,7 @@ VARIABLES: dict[str, Any] = {
     "bench_run_id": None,
     "bench_force": False,
     "bench_bracket": True,
+    "bench_cluster": "",
     "vllm_server_host": "127.0.0.1",
     "vllm_server_port": 8000,
     "vllm_server_container_prefix": "sparkbench-vllm",
@@ -77,6 +86,17 @@ VARIABLES: dict[str, Any] = {
     "llm_bench_python": "python3",
     "llm_bench_remote_dir": "",
 }
+
+
+#: What the simulator's `hf download` stand-in writes per model (GB): config, tokenizer, stubs.
+SIMULATED_DOWNLOAD_GB = 0.01
+
+
+def _simulated(variables: Mapping[str, Any]) -> bool:
+    """A simulated host: ``sparkbench_simulated`` when set, else ``sparkbench_gpu_less`` (as the
+    result documents decide, sparkbench.result.host_facts)."""
+    sim = variables.get("sparkbench_simulated")
+    return _bool(variables.get("sparkbench_gpu_less", False) if sim is None or sim == "" else sim)
 
 
 def _bool(value: Any) -> bool:
@@ -158,8 +178,22 @@ def _summary(entry: Mapping[str, Any], check_mode: bool) -> list[str]:
     return lines
 
 
-def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False) -> dict[str, Any]:
-    """The host's plan (see the module docstring)."""
+def _cluster_needed(entry_pf: Mapping[str, Any], tp: int, pp: int, gpus: int) -> dict[str, Any]:
+    """Preflight's refusal of a cluster variant on a host that declares no cluster."""
+    fail = {"id": "cluster_needed",
+            "reason": (f"tensor-parallel-size {tp} x pipeline-parallel-size {pp} needs {tp * pp} GPUs; this host has "
+                       f"{gpus} and is not the head of a cluster"),
+            "remedy": ("put the hosts in one inventory group whose first host is the head and set bench_cluster: "
+                       "<that group> in its group_vars (inventory/group_vars/sim_pair/main.yml shows the shape), or "
+                       "drop tensor-parallel-size / pipeline-parallel-size from this host's matrix")}
+    return {**entry_pf, "verdict": "fail", "failures": list(entry_pf.get("failures") or []) + [fail]}
+
+
+def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
+              members: list[tuple[str, Mapping[str, Any]]] | None = None) -> dict[str, Any]:
+    """The host's plan (see the module docstring). ``members``: when the host is in a cluster
+    (``bench_cluster``), every member's ``(host, variables)`` in inventory order (the action plugin
+    reads them from hostvars)."""
     v = {name: variables.get(name, default) if variables.get(name) is not None else default
          for name, default in VARIABLES.items()}
     if not v["bench_builds"]:
@@ -190,9 +224,34 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False)
     known = preflight_mod.load_known_issues()
     remote_dir = str(v["llm_bench_remote_dir"] or f"/tmp/sparkbench-{host}")
     probes = probe_commands(v, server["container_name"])
+    gpus = cluster_mod.gpus_per_node(hardware)
+    spec = None
+    role = None
+    if str(v["bench_cluster"] or ""):
+        spec = cluster_mod.cluster_spec(str(v["bench_cluster"]), list(members or []), gpus_per_node=gpus)
+        role = "head" if spec["head"] == host else ("worker" if host in spec["members"] else None)
+        if role is None:
+            raise InputError(f"bench_cluster is {v['bench_cluster']!r} but {host} is not in that group; set "
+                             "bench_cluster only in the cluster group's group_vars")
     entries = []
+    cluster_entries = []
+    worker_needs: list[dict[str, Any]] = []
     for variant in variants:
-        launch = launch_spec(variant, server)
+        tp, pp = cluster_mod.world_size(variant.get("args"))
+        on_cluster = cluster_mod.is_cluster_variant(variant.get("args"), gpus)
+        if on_cluster and role == "worker":  # planned and measured on the head; provisioned here too
+            worker_needs.append({"variant": variant, "model_profile": model_profiles[variant["model"]]})
+            continue
+        if on_cluster and role == "head":
+            serve = spec["serve"]
+            # vllm serve listens inside the head's container (listen_*); the host reaches it at base_url.
+            launch = launch_spec(variant, {**server, "host": serve["listen_host"], "port": serve["listen_port"],
+                                           "base_url": serve["base_url"], "exec_in": serve["container"],
+                                           "log_file": f"/tmp/sparkbench-vllm-{variant['name']}.log"})
+            variant_probes = probe_commands(v, serve["container"])
+        else:
+            launch = launch_spec(variant, server)
+            variant_probes = probes
         digest = config_hash(launch, settings)
         path = result_path(v["bench_results_dir"], v["bench_run_id"], host, variant["name"])
         previous = result_mod.stored(path) if path.is_file() else {}
@@ -206,6 +265,8 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False)
             pf["checked"] = list(pf.get("checked") or []) + [flags_mod.ISSUE_ID]
             if wrong:
                 pf = {**pf, "verdict": "fail", "failures": list(pf["failures"]) + wrong}
+        if on_cluster and role is None and pf["verdict"] != "skipped":
+            pf = _cluster_needed(pf, tp, pp, gpus)
         entry = {
             "name": variant["name"], "variant": variant, "launch": launch, "config_hash": digest,
             "result_path": str(path), "action": action, "preflight": pf, "settings": settings,
@@ -213,21 +274,35 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False)
             "measure_argv": settings_mod.measure_argv(
                 settings, python=str(v["llm_bench_python"]), script=f"{remote_dir}/measure.py",
                 base_url=launch["base_url"], model=variant["model"], quality_file=f"{remote_dir}/quality.json",
-                sandbox_image=variant["image"], **probes),
+                sandbox_image=variant["image"], **variant_probes),
         }
+        if on_cluster and role == "head":
+            entry["cluster"] = {"name": spec["name"], "tensor_parallel_size": tp, "pipeline_parallel_size": pp}
+            entry["summary"] = ([f"cluster variant: across {' + '.join(spec['members'])} (Ray, TP={tp}, PP={pp}); "
+                                 f"vllm serve runs in {spec['serve']['container']}"] + _summary(entry, check_mode))
+            cluster_entries.append(entry)
+            continue
         entry["summary"] = _summary(entry, check_mode)
         entries.append(entry)
     bracket = (bracket_entry(entries, v, host, remote_dir, check_mode) if _bool(v["bench_bracket"]) else None)
+    provisioned_entries = entries + cluster_entries + worker_needs
     return {
         "host": host, "run_id": str(v["bench_run_id"]), "remote_dir": remote_dir, "settings": settings,
         "names": [e["name"] for e in entries], "variants": entries, "bracket": bracket,
-        "images": list(dict.fromkeys(e["variant"]["image"] for e in entries)),
+        # The cluster (sparkbench.cluster.cluster_spec) and, on its head, the variants run across it.
+        "cluster": spec, "cluster_role": role,
+        "cluster_names": [e["name"] for e in cluster_entries], "cluster_variants": cluster_entries,
+        "images": list(dict.fromkeys([e["variant"]["image"] for e in provisioned_entries]
+                                     + ([n["image"] for n in spec["nodes"] if n["host"] == host] if spec else []))),
         # in_image: the model ships inside the image (its profile says so): nothing to download.
         "models": list({(e["variant"]["model"]): {"model": e["variant"]["model"], "revision": e["variant"]["revision"],
                                                   "image": e["variant"]["image"],
                                                   "in_image": bool(e["model_profile"].get("in_image", False))}
-                        for e in entries}.values()),
-        "model_sizes": {m: p.get("download_size_gb", 0) for m, p in model_profiles.items()},
+                        for e in provisioned_entries}.values()),
+        # The disk check's sizes (GB). A simulated host's `hf download` (the simulator image's stand-in)
+        # writes a config and stub files of a few kB, not the weights: nothing of the model's size.
+        "model_sizes": {m: (SIMULATED_DOWNLOAD_GB if _simulated(variables) else p.get("download_size_gb", 0))
+                        for m, p in model_profiles.items()},
         "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
     }
 
@@ -286,6 +361,7 @@ def provisioned(plan: Mapping[str, Any], download_failures: Mapping[str, str] | 
         return entry
 
     out["variants"] = [with_download(e) for e in plan["variants"]]
+    out["cluster_variants"] = [with_download(e) for e in plan.get("cluster_variants") or []]
     if plan.get("bracket"):
         out["bracket"] = with_download(plan["bracket"])
     return out

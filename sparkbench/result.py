@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .paths import SCHEMA_PATH
+from . import cluster as cluster_mod
 from . import engine_log
 from .secrets import public_env, redact_text
 
@@ -302,7 +303,8 @@ def host_facts(variables: Mapping[str, Any], host: str) -> dict[str, Any]:
 
 
 def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, launch_failure: Mapping | None = None,
-                  measure: Mapping | None = None, failed: Mapping | None = None) -> tuple[dict, dict | None]:
+                  measure: Mapping | None = None, failed: Mapping | None = None,
+                  cluster_failures: Any = None) -> tuple[dict, dict | None]:
     """The failure object of a variant that failed at ``stage``, and the measured block if any.
 
     host: ``reason``; preflight: the plan's verdict; launch: the vllm_server role's diagnosis
@@ -311,7 +313,8 @@ def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, l
     after the measurement failed) when there is one (:func:`measure_failure`).
     """
     if stage == "preflight":
-        fails = entry["preflight"].get("failures") or []
+        # A cluster variant also fails preflight when its Ray cluster is not sound (ray_cluster check).
+        fails = list(entry["preflight"].get("failures") or []) + list(cluster_failures or [])
         return failure("preflight", "; ".join(f["reason"] for f in fails) or reason,
                        "; ".join(f["remedy"] for f in fails) or None, "", [f.get("id") for f in fails]), None
     if stage == "launch":
@@ -356,13 +359,21 @@ def with_drop_caches(doc: dict[str, Any], raw: Mapping[str, Any] | None) -> dict
 def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bool, *,
            measure: Mapping | None = None, startup: Mapping | None = None, launch_failure: Mapping | None = None,
            failed: Mapping | None = None, reason: Any = None, secret_values: Any = (),
-           drop_caches: Mapping | None = None) -> dict[str, Any]:
+           drop_caches: Mapping | None = None, cluster: Mapping | None = None) -> dict[str, Any]:
     """Build, validate and write one planned variant's document; returns ``{path, status, failure}``.
 
     ``secret_values``: the run's secrets (HF token, API key), masked in anything taken from the
     server log (``kernels``). A failed variant's document carries ``kernels`` too when a log says
-    any: the startup log of a server that became ready, else the failed container's log tail."""
+    any: the startup log of a server that became ready, else the failed container's log tail.
+
+    ``cluster`` (a cluster variant, ``entry["cluster"]``): ``{spec, state, serving}`` — the plan's
+    cluster spec, the ray_cluster role's check before the launch and its snapshot while the model
+    served; the document gets the ``cluster`` block (``sparkbench.cluster.cluster_block``), and a
+    check that failed makes a preflight failure with its reasons and remedies."""
     context = context_fields(entry, host)
+    cluster = cluster or {}
+    state = cluster.get("state") or {}
+    cluster_failures = list(state.get("failures") or []) if stage == "preflight" else []
     doc = None
     if ok:
         measured = parse_measured((measure or {}).get("stdout"))
@@ -376,7 +387,7 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
                 ok, stage, reason = False, "measure", str(exc)
     if doc is None:
         fail, measured = stage_failure(entry, stage, reason=reason, launch_failure=launch_failure,
-                                       measure=measure, failed=failed)
+                                       measure=measure, failed=failed, cluster_failures=cluster_failures)
         try:
             doc = failure_document(context, fail, measured)
         except DocumentError:  # the measured block itself is malformed: keep the failure, drop the block
@@ -388,5 +399,11 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
     if entry.get("bracket"):  # a bracket run (sparkbench.plan.bracket_entry): <variant>.bracket.json
         doc = {**doc, "bracket": {"of": str(entry["bracket"]["of"]), "position": str(entry["bracket"]["position"])}}
     doc = with_drop_caches(doc, drop_caches)  # protocol.drop_caches: bench_drop_caches' outcome
+    if entry.get("cluster") and cluster.get("spec"):
+        serving = cluster.get("serving") or {}
+        doc = {**doc, "cluster": cluster_mod.cluster_block(
+            cluster["spec"], state, serving.get("probe") or state.get("probe"), serving.get("status"),
+            tensor_parallel_size=int(entry["cluster"]["tensor_parallel_size"]),
+            pipeline_parallel_size=int(entry["cluster"]["pipeline_parallel_size"]))}
     path = write(doc, entry["result_path"])
     return {"path": str(path), "status": doc["status"], "variant": entry["name"], "failure": doc.get("failure")}

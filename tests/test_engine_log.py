@@ -174,7 +174,8 @@ SIM_CASES = {
     "forced-0.33": ("unsloth/Qwen3.6-35B-A3B-NVFP4", ["--max-num-batched-tokens", "4096", "--moe-backend", "marlin",
                                                       "--attention-backend", "TRITON_ATTN"], {"VLLM_SIM_VERSION": "0.33.0"}),
     # dense BF16, eager, TP 2: no MoE/GEMM lines, graphs off, worker lines from Worker_TP0/1
-    "eager-tp2": ("sparkbench/tiny-llama", ["--enforce-eager", "--tensor-parallel-size", "2"], {}),
+    "eager-tp2": ("sparkbench/tiny-llama", ["--enforce-eager", "--tensor-parallel-size", "2"],
+                  {"VLLM_SIM_GPUS_PER_NODE": "2"}),  # TP 2 on one node (mp) needs a 2-GPU node
 }
 
 

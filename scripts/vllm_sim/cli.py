@@ -34,12 +34,13 @@ LINEAR_BACKENDS = ["auto", "cutlass", "flashinfer_cutlass", "flashinfer_cutedsl"
                    "flashinfer_b12x", "b12x", "marlin", "humming", "triton", "deep_gemm", "torch", "aiter", "machete",
                    "fbgemm", "conch", "exllama", "emulation"]
 REASONING_PARSERS = ["deepseek_r1", "deepseek_v3", "deepseek_v4", "ernie45", "glm45", "gemma4", "granite",
-                     "hunyuan_a13b", "kimi_k2", "minimax_m2", "mistral", "nemotron_v3", "olmo3", "qwen3", "seed_oss",
-                     "step3"]
+                     "hunyuan_a13b", "kimi_k2", "minimax_m2", "mistral", "nemotron_v3", "olmo3", "openai_gptoss",
+                     "qwen3", "seed_oss", "step3"]
 MTP_METHODS = {"mtp", "deepseek_mtp", "qwen3_next_mtp", "qwen3_5_mtp", "glm4_moe_mtp", "ernie_mtp", "nemotron_h_mtp",
                "mimo_mtp", "longcat_flash_mtp"}
 SPEC_METHODS = {"ngram", "draft_model", "suffix", "custom_class", "eagle", "eagle3", "extract_hidden_states", "dflash",
                 "ngram_gpu", "dspark"} | MTP_METHODS
+DISTRIBUTED_BACKENDS = ["mp", "ray", "uni", "external_launcher"]
 KV_DTYPES = ["auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "nvfp4"]
 
 
@@ -89,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--load-format", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    p.add_argument("--distributed-executor-backend", default=None)  # free text in vLLM (a class path too)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--revision", default=None)
     p.add_argument("--tokenizer", default=None)
@@ -109,6 +112,11 @@ def system_fingerprint(version: str, args, model: dict) -> str:
     """``vllm-<version>-<8 hex>`` as vLLM 0.32 prints it: the version and a hash of the configuration."""
     import hashlib
     flags = {k: v for k, v in sorted(vars(args).items()) if k not in ("api_key", "host", "port")}
+    # flags added for cluster mode leave a single unit's fingerprint as it was
+    if flags.get("pipeline_parallel_size") == 1:
+        flags.pop("pipeline_parallel_size")
+    if flags.get("distributed_executor_backend") is None:
+        flags.pop("distributed_executor_backend", None)
     digest = hashlib.sha256(json.dumps([model.get("id"), flags], sort_keys=True, default=str).encode()).hexdigest()
     return f"vllm-{version}-{digest[:8]}"
 
@@ -127,7 +135,9 @@ class App:
         self.model_thinks = bool(model.get("reasoning_parser"))
         self.api_key = args.api_key or os.environ.get("VLLM_API_KEY") or None
         weights = float(model.get("download_size_gb", 0)) * 1e9
-        budget = args.gpu_memory_utilization * float(hw["unified_memory_gb"]) * 1e9 - weights
+        world = int(args.tensor_parallel_size or 1) * int(args.pipeline_parallel_size or 1)
+        # TP x PP units each hold 1/world of the weights and of every token's KV entries
+        budget = args.gpu_memory_utilization * float(hw["unified_memory_gb"]) * 1e9 * world - weights
         self.kv_capacity_tokens = max(budget, 1e9) / max(pacing.kv_bytes_per_token, 1.0)
         prefix = args.enable_prefix_caching if args.enable_prefix_caching is not None else True
         block = 16
@@ -143,6 +153,9 @@ class App:
         self._seeds = itertools.count(knobs.seed * 1_000_003 + 17)
         self._seed_lock = threading.Lock()
         self.system_fingerprint = system_fingerprint(knobs.version, args, model)
+        world = int(args.tensor_parallel_size or 1) * int(args.pipeline_parallel_size or 1)
+        self.cluster_mode = world > 1 and args.distributed_executor_backend == "ray"
+        self.workers = None  # cluster.RayWorkers in cluster mode
         acc = (model.get("mtp") or {}).get("acceptance", []) if spec_k else []
         self.engine = Engine(pacing, self.metrics, self.faults, spec_k=spec_k, acceptance=acc,
                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched,
@@ -185,11 +198,14 @@ class App:
                 "spec_k": self.spec_k, "acceptance": (self.model.get("mtp") or {}).get("acceptance", [])[:self.spec_k],
                 "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
                 "max_num_batched_tokens": self.max_batched,
+                "cluster": self.workers.info() if self.workers is not None else None,
                 "pacing": {"time_scale": pm.time_scale, "bandwidth_bytes_s": pm.bw_bytes_s,
                            "dense_bytes": pm.dense_bytes, "expert_bytes_per_slot": pm.expert_bytes_slot,
                            "state_bytes": pm.state_bytes, "kv_bytes_per_token": pm.kv_bytes_per_token,
                            "predicted_bare_tok_s": 1.0 / pm.step(1, 0, 0.0),
-                           "predicted_tok_s_1": pm.expected_rate(1), "predicted_tok_s_8": pm.expected_rate(8)}}
+                           "predicted_tok_s_1": pm.expected_rate(1), "predicted_tok_s_8": pm.expected_rate(8),
+                           "tensor_parallel_size": pm.tp, "pipeline_parallel_size": pm.pp,
+                           "link_bytes_s": pm.link_bytes_s, "allreduce_latency_s": pm.link_latency_s}}
 
 
 def _stats_logger(app: App, interval: float) -> None:
@@ -271,6 +287,22 @@ def validate(args, knobs: Knobs, hw: dict, model: dict) -> tuple[int, int, int, 
     if args.linear_backend in ("flashinfer_b12x", "b12x") and ver <= (0, 26) and knobs.flavor != "community":
         fatal(f"ValueError: --linear-backend={args.linear_backend} was requested but no '{args.linear_backend}' "
               "kernel exists for this layer type.")
+    # parallel config (vllm/config/parallel.py): world = TP x PP; more than this node's GPUs needs Ray
+    backend = args.distributed_executor_backend
+    if backend is not None and backend not in DISTRIBUTED_BACKENDS:
+        fatal(f"pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n"
+              f"distributed_executor_backend\n  Input should be 'ray', 'mp', 'uni' or 'external_launcher' "
+              f"[type=literal_error, input_value={backend!r}, input_type=str]")
+    tp, pp = int(args.tensor_parallel_size or 1), int(args.pipeline_parallel_size or 1)
+    if tp < 1 or pp < 1:
+        fatal(f"ValueError: tensor_parallel_size ({tp}) and pipeline_parallel_size ({pp}) must be >= 1")
+    gpus = knobs.gpus_per_node if knobs.gpus_per_node is not None else int(hw.get("gpus_per_node", 1))
+    if tp * pp > gpus and args.distributed_executor_backend in (None, "mp", "uni"):
+        fatal(f"pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n"
+              f"  Value error, World size ({tp * pp}) is larger than the number of available GPUs ({gpus}) in this "
+              "node. If this is intentional and you are using:\n"
+              "- ray, set '--distributed-executor-backend ray'.\n"
+              "- multiprocessing, set '--nnodes' appropriately.")
     mml = args.max_model_len if args.max_model_len not in (None, -1) else int(model["max_model_len"])
     if mml <= 0 and mml != -1:
         fatal(f"ValueError: max_model_len must be a positive integer, got {mml}")
@@ -325,7 +357,9 @@ def serve(argv: list[str]) -> int:
     kernels.config()
     pacing = PacingModel(hw, model, version=knobs.version, kv_cache_dtype=args.kv_cache_dtype,
                          moe_backend=args.moe_backend, host_efficiency=knobs.efficiency,
-                         bandwidth_gbps=knobs.bandwidth_gbps, spec_k=spec_k, clock_cap_mhz=knobs.clock_cap_mhz)
+                         bandwidth_gbps=knobs.bandwidth_gbps, spec_k=spec_k, clock_cap_mhz=knobs.clock_cap_mhz,
+                         tensor_parallel_size=args.tensor_parallel_size,
+                         pipeline_parallel_size=args.pipeline_parallel_size)
     if knobs.rate:
         pacing.set_rate_override(knobs.rate)
     pacing.time_scale /= knobs.speedup
@@ -345,6 +379,12 @@ def serve(argv: list[str]) -> int:
         mode = "all" if model.get("supports_mamba_prefix_caching") else "align"
         log(f"Mamba cache mode is set to '{mode}' for {model.get('architecture')} by default when prefix caching is enabled",
             level="INFO", where="config.py:310")
+    if app.cluster_mode:
+        from .cluster import RayWorkers  # the only place Ray is imported (lazily, in cluster mode)
+        gpus = knobs.gpus_per_node if knobs.gpus_per_node is not None else int(hw.get("gpus_per_node", 1))
+        app.workers = RayWorkers(args.tensor_parallel_size, args.pipeline_parallel_size, knobs.pg_timeout_s, gpus)
+        app.workers.start()
+        app.engine.workers = app.workers
     kernels.model_init()
     if spec_k:
         log(f"Resolved speculative method mtp with num_speculative_tokens={spec_k}", where="speculative.py:412")

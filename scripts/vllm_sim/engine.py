@@ -102,6 +102,8 @@ class Engine(threading.Thread):
         self.total_generated = 0
         self.steps = 0
         self.gpu_state = gpu_state  # gpustate.GpuState: tells the nvidia-smi/dmesg stand-ins what runs
+        #: cluster mode only (cluster.RayWorkers): every step calls every worker; None on one unit
+        self.workers = None
 
     # --- API for the HTTP layer ---------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -131,7 +133,10 @@ class Engine(threading.Thread):
             with self.cond:
                 while not self.running and not self.waiting:
                     target = None
-                    self.cond.wait()
+                    if self.workers is None:
+                        self.cond.wait()
+                    elif not self.cond.wait(timeout=self.workers.heartbeat_s):
+                        self.workers.heartbeat()  # idle: a lost worker still kills the engine
                 started = 0
                 while self.waiting and len(self.running) < self.max_num_seqs:
                     r = self.waiting.popleft()
@@ -174,10 +179,13 @@ class Engine(threading.Thread):
                 # a decode step runs as slow as the mean factor of the requests it decodes
                 # (single stream: that request's own factor)
                 dur *= sum(r.noise_factor for r in decode) / len(decode)
+            calls = self.workers.dispatch(self.steps, len(self.running)) if self.workers is not None else None
             now = time.time()
             target = now + dur if target is None or target < now - 1.0 else target + dur
             if target > now:
                 time.sleep(target - now)
+            if calls is not None:
+                self.workers.collect(calls)
             t = time.time()
             self._emit(decode, chunks, k, t)
 

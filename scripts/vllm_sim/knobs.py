@@ -82,6 +82,8 @@ class Knobs:
     clock_cap_mhz: float | None = None
     fault_xid: int | None = None
     gpu_state_file: str = ""
+    pg_timeout_s: float = 1800.0
+    gpus_per_node: int | None = None
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Knobs":
@@ -127,6 +129,10 @@ class Knobs:
             clock_cap_mhz=_float(env, "VLLM_SIM_CLOCK_CAP_MHZ", 0.0, 0.0) or None,
             fault_xid=_int(env, "VLLM_SIM_FAULT_XID", None),
             gpu_state_file=env.get("VLLM_SIM_GPU_STATE_FILE") or default_gpu_state_file(),
+            # cluster mode: vLLM's PG_WAIT_TIMEOUT (vllm/v1/executor/ray_utils.py) is 1800 s
+            pg_timeout_s=_float(env, "VLLM_SIM_PG_TIMEOUT_S", 1800.0, 0.1),
+            # GPUs this node has (default: the hardware profile's gpus_per_node, 1 on a Spark)
+            gpus_per_node=_int(env, "VLLM_SIM_GPUS_PER_NODE", None),
         )
 
     @property

@@ -38,6 +38,31 @@ caps costing 60-80 % of the performance. With ``s = 0.85``: 850 MHz -> rate x 0.
 500 MHz -> x 0.232 (-76.8 %), 2400 MHz -> x 0.983 (-1.7 %); a cap at or above ``f_load``
 changes nothing. The rate override (``VLLM_SIM_RATE``) is set on the uncapped step, so a capped
 host is slower than its uncapped siblings at the same rate knob.
+
+Tensor / pipeline parallel across units (``--tensor-parallel-size t``, ``--pipeline-parallel-size p``,
+one GPU per unit, linked by the hardware profile's ``interconnect``: ``link_gbps`` [Gb/s],
+``allreduce_latency_us`` [us], ``efficiency`` [fraction of the line rate]):
+
+* link bandwidth ``BW_link = link_gbps x 1e9 / 8 x efficiency``                      [bytes/s]
+* one all-reduce of ``x`` tokens (ring, ``t`` ranks): ``AR(x) = latency + x x hidden x 2 B x 2 (t-1)/t / BW_link``
+* one stage hand-off of ``x`` tokens: ``H(x) = latency + x x hidden x 2 B / BW_link``
+* ``T_unit(N; s, l)`` = the single-unit step above with every byte term (weights, touched
+  experts, state, KV, prefill FLOPs) multiplied by the share ``s`` and the launch term by the
+  layer share ``l``.
+
+TP (``p = 1``): every unit reads ``1/t`` of the weights per step, and every layer all-reduces
+twice (after attention and after the MLP/MoE):
+
+``T = T_unit(N; 1/t, 1) + 2 x layers x AR(tokens)``        (tokens = N (1 + k) + prefill tokens)
+
+PP (``p > 1``, each stage ``layers/p`` layers): the running sequences split into ``m = min(p, N)``
+micro-batches that interleave in the pipeline, so each sequence advances once per period
+
+``T = p x [T_unit(N/m; 1/(t p), 1/p) + 2 x (layers/p) x AR(tokens/m) [t > 1]] + (p - 1) x H(tokens/m)``
+
+(a single stream pays every stage in turn: about one unit's step plus the hand-offs; at N streams
+the micro-batches of N/p touch fewer experts each, which is where PP gains on batched decode).
+The roofline's per-GPU traffic counters divide the step's bytes and FLOPs by ``t x p``.
 """
 from __future__ import annotations
 
@@ -102,12 +127,17 @@ class PacingModel:
     spec_k: int = 0
     time_scale: float = 1.0
     clock_cap_mhz: float | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
 
     def __post_init__(self) -> None:
         eng = self.hw["engine"]
         self.eng = eng
         bw = self.bandwidth_gbps or float(self.hw["memory_bandwidth_gbps"])
-        eff = float(eng["bandwidth_efficiency"]) * lookup_version_efficiency(eng.get("version_efficiency", {}), self.version)
+        # a model profile may carry its own fitted efficiency (pacing_calibration, see its _notes)
+        base_eff = float((self.model.get("pacing_calibration") or {}).get("bandwidth_efficiency",
+                                                                            eng["bandwidth_efficiency"]))
+        eff = base_eff * lookup_version_efficiency(eng.get("version_efficiency", {}), self.version)
         eff *= self.host_efficiency
         if self.model.get("moe"):
             eff *= float(eng.get("moe_backend_factor", {}).get(self.moe_backend, 1.0))
@@ -142,6 +172,12 @@ class PacingModel:
         self.clock_mhz = f
         self.clock_ratio = self.load_clock_mhz / f
         self.decode_clock_factor = 1.0 - self.clock_bound_share + self.clock_bound_share * self.clock_ratio
+        self.tp = max(int(self.tensor_parallel_size or 1), 1)
+        self.pp = max(int(self.pipeline_parallel_size or 1), 1)
+        ic = self.hw.get("interconnect") or {}
+        self.link_bytes_s = float(ic.get("link_gbps", 200.0)) * 1e9 / 8.0 * float(ic.get("efficiency", 1.0))
+        self.link_latency_s = float(ic.get("allreduce_latency_us", 0.0)) * 1e-6
+        self.hidden_size = float(m.get("hidden_size", 0))
 
     # --- pieces -------------------------------------------------------------------------
     def experts_touched(self, tokens: float) -> float:
@@ -152,14 +188,48 @@ class PacingModel:
         e, a = float(moe["experts"]), float(moe["experts_per_token"])
         return e * (1.0 - (1.0 - a / e) ** tokens)
 
+    def allreduce_s(self, tokens: float) -> float:
+        """One ring all-reduce of ``tokens`` hidden vectors (BF16) over the link, seconds."""
+        t = self.tp
+        return self.link_latency_s + tokens * self.hidden_size * 2.0 * 2.0 * (t - 1) / t / self.link_bytes_s
+
+    def handoff_s(self, tokens: float) -> float:
+        """One pipeline stage hand-off of ``tokens`` hidden vectors (BF16), seconds."""
+        return self.link_latency_s + tokens * self.hidden_size * 2.0 / self.link_bytes_s
+
     def raw_step(self, n_decode: int, k: int = 0, context_tokens: float = 0.0,
                  prefill_tokens: int = 0, n_prefill: int = 0) -> float:
         """Unscaled step time in seconds (see module docstring for the formula).
 
         ``n_decode`` sequences decode (each verifying ``k`` drafts), ``context_tokens`` is the
         summed context of all sequences in the step, ``prefill_tokens`` prompt tokens are
-        prefilled in the same step by ``n_prefill`` sequences.
+        prefilled in the same step by ``n_prefill`` sequences. With TP/PP > 1, the cluster's
+        step (module docstring, "Tensor / pipeline parallel").
         """
+        tp, pp = self.tp, self.pp
+        if tp == 1 and pp == 1:
+            return self._unit_step(n_decode, k, context_tokens, prefill_tokens, n_prefill)
+        layers = float(self.model["layers"])
+        if pp == 1:
+            tokens = n_decode * (1 + k) + prefill_tokens
+            return (self._unit_step(n_decode, k, context_tokens, prefill_tokens, n_prefill, 1.0 / tp)
+                    + 2.0 * layers * self.allreduce_s(tokens))
+        n_all = n_decode + n_prefill
+        if n_all == 0:
+            return 0.0
+        m = float(min(pp, n_all))
+        tokens = (n_decode * (1 + k) + prefill_tokens) / m
+        stage = self._unit_step(n_decode / m, k, context_tokens / m, prefill_tokens / m, n_prefill / m,
+                                1.0 / (tp * pp), 1.0 / pp)
+        if tp > 1:
+            stage += 2.0 * layers / pp * self.allreduce_s(tokens)
+        return pp * stage + (pp - 1) * self.handoff_s(tokens)
+
+    def _unit_step(self, n_decode: float, k: int = 0, context_tokens: float = 0.0,
+                   prefill_tokens: float = 0, n_prefill: float = 0, share: float = 1.0,
+                   layer_share: float = 1.0) -> float:
+        """One unit's step (seconds): the single-unit formula, byte and FLOP terms x ``share``,
+        launch terms x ``layer_share`` (both 1 on one unit)."""
         eng = self.eng
         n_all = n_decode + n_prefill
         if n_all == 0:
@@ -168,11 +238,11 @@ class PacingModel:
         eff_tokens = n_decode * (1.0 + k * rho) + prefill_tokens
         nbytes = (self.dense_bytes + self.expert_bytes_slot * self.experts_touched(eff_tokens)
                   + n_all * self.state_bytes + context_tokens * self.kv_bytes_per_token)
-        t = nbytes / self.bw_bytes_s + self.model["layers"] * self.launch_s
+        t = share * nbytes / self.bw_bytes_s + layer_share * self.model["layers"] * self.launch_s
         dl = float(eng.get("draft_pass_layers_overhead", 2))
         if k > 0 and n_decode > 0:
             t += float(eng["spec_step_overhead_ms"]) * 1e-3
-            t += k * (self.draft_bytes / self.bw_bytes_s + dl * self.launch_s)
+            t += k * (share * self.draft_bytes / self.bw_bytes_s + dl * self.launch_s)
         if self.w4a4:
             per = float(eng["act_quant_us_per_layer"]) * 1e-6
             seq = (k + 1) ** float(eng["act_quant_seq_exponent"]) if n_decode else 1.0
@@ -180,7 +250,7 @@ class PacingModel:
             t += per * units * max(n_all, 1) ** float(eng["act_quant_batch_exponent"])
         t *= self.decode_clock_factor
         if prefill_tokens:
-            t += prefill_tokens * 2.0 * float(self.model["active_params_b"]) * 1e9 / self.prefill_flops * self.clock_ratio
+            t += share * prefill_tokens * 2.0 * float(self.model["active_params_b"]) * 1e9 / self.prefill_flops * self.clock_ratio
         return t
 
     def step_traffic(self, n_decode: int, k: int = 0, context_tokens: float = 0.0,
@@ -204,7 +274,8 @@ class PacingModel:
         new_tokens = n_decode * (1 + k) + prefill_tokens
         write = n_all * half_state + new_tokens * self.kv_bytes_per_token
         flops = 2.0 * float(self.model["active_params_b"]) * 1e9 * new_tokens
-        return read, write, flops
+        world = self.tp * self.pp
+        return read / world, write / world, flops / world
 
     def step(self, *args, **kw) -> float:
         """Scaled step time: ``raw_step(...) x time_scale`` (seconds)."""

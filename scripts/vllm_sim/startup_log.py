@@ -41,7 +41,8 @@ the 0.25.0, 0.32.0 and 0.33.0 wheels):
   time from the end of the load to the engine being ready.
 
 With ``--tensor-parallel-size`` > 1 the per-worker lines come from ``Worker_TP0`` … ``Worker_TPn``
-(model memory divided by the TP size); otherwise from ``EngineCore``.
+(``Worker_PP0`` … with ``--pipeline-parallel-size`` > 1, ``Worker_PP<p>_TP<t>`` with both; model
+memory divided by TP x PP); otherwise from ``EngineCore``.
 """
 from __future__ import annotations
 
@@ -90,8 +91,12 @@ class StartupLog:
         self.args, self.knobs, self.hw, self.model = args, knobs, hw, model
         self.version = knobs.version_tuple
         tp = max(int(getattr(args, "tensor_parallel_size", 1) or 1), 1)
-        self.procs = ["EngineCore"] if tp == 1 else [f"Worker_TP{r}" for r in range(tp)]
-        self.tp = tp
+        pp = max(int(getattr(args, "pipeline_parallel_size", 1) or 1), 1)
+        # vLLM's worker process names: Worker_TP<t>, Worker_PP<p>, Worker_PP<p>_TP<t>
+        self.procs = (["EngineCore"] if tp * pp == 1 else
+                      [f"Worker{f'_PP{p}' if pp > 1 else ''}{f'_TP{t}' if tp > 1 else ''}"
+                       for p in range(pp) for t in range(tp)])
+        self.tp = tp * pp  # the share of the model (and KV cache) one worker holds: 1 / (TP x PP)
         nvfp4 = (model.get("quant_algo") or "").upper() in ("NVFP4", "FP4")
         w4a4 = bool(model.get("activation_quantization"))
         self.attention = self._attention()

@@ -239,6 +239,8 @@ def history_lines(trends: dict[str, list[dict]] | None, out_dir: Path, max_hosts
 def all_charts(results: list[dict], out_dir: Path, fleet: dict | None = None,
                builds_order: list[str] | None = None, trends: dict[str, list[dict]] | None = None) -> list[dict]:
     """Every chart, in report order (entries with ``path`` None were not drawn); ``trends`` are
-    the hosts' history rows for the trend chart."""
+    the hosts' history rows for the trend chart. The fleet chart leaves cluster results out (a
+    cluster is not a peer of one Spark)."""
+    one_unit = [r for r in results if not nb.is_cluster(r)]
     return [mtp_uplift(results, out_dir), build_vs_build(results, out_dir, builds_order),
-            parallel_scaling(results, out_dir), fleet_bars(results, out_dir, fleet), history_lines(trends, out_dir)]
+            parallel_scaling(results, out_dir), fleet_bars(one_unit, out_dir, fleet), history_lines(trends, out_dir)]

@@ -98,6 +98,7 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     try:
         data, host_tabs, extra_tabs = sections.per_host(results)
         h2h_data, h2h_lines, h2h_table = sections.head_to_head(results, reference_build, drift=drift)
+        cvu_data, cvu_lines, cvu_table = sections.cluster_vs_unit(results, drift=drift)  # TP=2 / PP=2 vs one Spark
         fleet_data, fleet_tables, fleet_lines = sections.fleet(results, fleet_threshold, drift=drift)
         rc_data, rc_tables, bridge_line = (sections.run_to_run(results, base.results, base.run_id, bridge_threshold,
                                                                drift=drift)
@@ -105,15 +106,16 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     except ValueError as exc:
         raise ReportError(str(exc)) from None
     man_summary, man_tables = sections.manifest(results)
+    cluster_entries, cluster_tables = sections.clusters(results)  # each cluster's nodes, placement and link
     from . import charts as charts_mod  # matplotlib: imported only when there is a report to draw
 
     out_dir = run.path
     trends = sections.host_trends(run.path, results)  # the hosts' stored runs (sparkbench.history)
     charts = charts_mod.all_charts(results, out_dir / "charts", fleet_data, h2h_data["builds"], trends)
 
-    summary = list(h2h_lines) + list(fleet_lines) + ([bridge_line] if bridge_line else [])
-    summary += [f"{x['host']}/{x['variant']}: {x['status']} at {x['stage'] or '?'} — {x['reason'] or '?'}"
-                for x in data["failures"]]
+    summary = list(h2h_lines) + list(cvu_lines) + list(fleet_lines) + ([bridge_line] if bridge_line else [])
+    summary += [f"{x.get('unit') or x['host']}/{x['variant']}: {x['status']} at {x['stage'] or '?'} — "
+                f"{x['reason'] or '?'}" for x in data["failures"]]
     summary += [f"{x['host']}: no results — {x['reason']}" for x in missing]
     summary += [f"{p['host']}/{p['variant']}: run protocol — {fl.get('reason')}"  # sections.protocol_table
                 for p in data.get("protocol") or [] for fl in p["flags"]]
@@ -124,7 +126,9 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
                                 [[x["host"], x["reason"]] for x in missing]))
     if h2h_table:
         all_tables.append(h2h_table)
-    all_tables += fleet_tables + rc_tables + drift_tables + extra_tabs + man_tables
+    if cvu_table:
+        all_tables.append(cvu_table)
+    all_tables += fleet_tables + rc_tables + drift_tables + extra_tabs + man_tables + cluster_tables
     all_tables += [t for t in [sections.kernels_table(results)] if t]  # the kernels vLLM chose (engine_log)
     all_tables += sections.history_trend(run.path, results, trends)  # the hosts' trend over stored runs
     ctx = {"run_id": run.run_id, "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -140,6 +144,9 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
            "failures": data["failures"], "protocol": data.get("protocol") or [], "hosts_without_results": missing, "head_to_head": h2h_data, "fleet": fleet_data,
            "run_compare": rc_data, "baseline_run_id": base.run_id if base else None, "drift": drift,
            "manifest": man_summary, "charts": charts, "tables": [t.as_dict() for t in all_tables]}
+    if cluster_entries:  # runs with a cluster only: one-unit runs keep their results.json as it was
+        doc["cluster_vs_unit"] = cvu_data
+        doc["clusters"] = cluster_entries
     doc["terminal_table"] = terminal_table(doc, table_format)
     paths = {"report.md": out_dir / "report.md", "results.csv": out_dir / "results.csv",
              "results.json": out_dir / "results.json", "report.html": out_dir / "report.html"}

@@ -8,15 +8,24 @@ Head-to-head
     every build with the reference build: % difference = (build − reference) / reference × 100,
     for the single-stream median and the combined throughput at 2/4/8 parallel. The reference
     build is the first build listed in the matrix (:func:`~sparkbench.report.numbers.build_order`),
-    unless ``reference_build`` names another. Every row carries a ``verdict``
+    unless ``reference_build`` names another. A cluster result is paired on its unit
+    (:func:`~sparkbench.report.numbers.unit_of`), not on its head host. Every row carries a ``verdict``
     (:func:`sparkbench.verdict.compare_samples`): single stream compares the two variants'
     per-request decode rates (``single.runs[]``); combined at N — measured once per concurrency —
     compares the N per-stream decode rates that make it up (``parallel[].per_stream``), so at 2
     and 4 parallel there are too few streams for a verdict.
 
+Cluster vs one unit
+    A cluster variant (a result with a ``cluster`` block: one model over several hosts, written
+    under the head host) is one unit, ``"<name> (<head> + <worker>)"``. Each is compared with the
+    same build's one-unit variant on its head host (same ``variant.build`` and model, tensor and
+    pipeline parallel size 1; the one whose other flags match, else the first in matrix order):
+    % difference = (cluster − one unit) / one unit × 100, single stream and combined at 2/4/8
+    parallel, each with its verdict as in the head-to-head. Clusters are never in the fleet.
+
 Fleet
-    matrix cell = single-stream median of that host × variant; fleet median of a variant = median
-    of its cells; deviation (%) = (cell − fleet median) / fleet median × 100; a host's deviation =
+    one-unit results only (a cluster is not a peer of one Spark). matrix cell = single-stream
+    median of that host × variant; fleet median of a variant = median of its cells; deviation (%) = (cell − fleet median) / fleet median × 100; a host's deviation =
     the median of its cells' deviations. Flagged: host deviation < −threshold (default 5 %), only
     with at least 3 measuring hosts (with two the median is their mean). Each cell carries a
     verdict: the host's single-stream requests against the pooled requests of its peers (the other
@@ -130,8 +139,8 @@ def head_to_head(results: list[dict], reference_build: str | None = None, drift:
         raise ValueError(f"reference build {reference_build!r} is not in the results "
                          f"(builds: {', '.join(order) or 'none'}); pick one of them")
     groups: dict[tuple[str, str, str], dict[str, dict]] = {}
-    for r in n.sort_results(measured):
-        groups.setdefault((n.host_of(r), n.model_key(r), n.config_of(r)), {}).setdefault(n.build_of(r), r)
+    for r in n.sort_results(measured):  # a cluster is its own unit (n.unit_of), never paired with its head alone
+        groups.setdefault((n.unit_of(r), n.model_key(r), n.config_of(r)), {}).setdefault(n.build_of(r), r)
     rows: list[dict] = []
     for (host, mkey, config), by_build in groups.items():
         builds = [b for b in order if b in by_build]
@@ -145,7 +154,7 @@ def head_to_head(results: list[dict], reference_build: str | None = None, drift:
                 row = compare_pair(by_build[ref], by_build[b], metric)
                 row.update(host=host, model_key=mkey, config=config, reference_build=ref, build=b,
                            reference_variant=n.variant_name(by_build[ref]),
-                           variant=n.variant_name(by_build[b]), unreliable=unreliable(host, drift),
+                           variant=n.variant_name(by_build[b]), unreliable=unreliable(n.host_of(by_build[b]), drift),
                            simulated=n.is_simulated(by_build[ref]) or n.is_simulated(by_build[b]))
                 rows.append(row)
     return {"reference_build": reference_build or (order[0] if order else None), "builds": order,
@@ -184,6 +193,85 @@ def summarize(rows: list[dict]) -> list[dict]:
     return summary
 
 
+# --------------------------------------------------------------------------- cluster vs one unit
+
+#: launch flags that only lay the model out over devices: a cluster variant and its one-unit
+#: reference may differ in these and still be "the same model and settings"
+PARALLEL_FLAGS: tuple[str, ...] = ("tensor-parallel-size", "pipeline-parallel-size", "distributed-executor-backend",
+                                   "data-parallel-size")
+
+
+def _flags_but_parallel(result: dict) -> dict | None:
+    """The variant's flag mapping without :data:`PARALLEL_FLAGS` (None when ``variant.args`` is
+    not a mapping)."""
+    args = n.variant_of(result).get("args")
+    if not isinstance(args, dict):
+        return None
+    return {str(k).lstrip("-").replace("_", "-"): v for k, v in args.items()
+            if str(k).lstrip("-").replace("_", "-") not in PARALLEL_FLAGS}
+
+
+def one_unit_reference(cluster_result: dict, results: list[dict]) -> tuple[dict | None, bool]:
+    """(the one-unit variant a cluster variant is compared with, whether its flags equal the
+    cluster's apart from the parallel layout). Candidates: measured results on the cluster's head
+    host (``cluster.head``, else ``host``) without a cluster block, with the same ``variant.build``
+    and model, whose tensor and pipeline parallel sizes are both 1; the first in matrix order whose
+    flags match (:data:`PARALLEL_FLAGS` left out), else the first in matrix order."""
+    head = str((n.cluster_of(cluster_result) or {}).get("head") or n.host_of(cluster_result))
+    candidates = [r for r in n.sort_results(results) if isinstance(r, dict) and not n.is_cluster(r)
+                  and n.is_measured(r) and n.host_of(r) == head and n.build_of(r) == n.build_of(cluster_result)
+                  and n.model_of(r) == n.model_of(cluster_result) and n.parallel_sizes(r) == (1, 1)]
+    if not candidates:
+        return None, False
+    want = _flags_but_parallel(cluster_result)
+    for r in candidates:
+        if want is not None and _flags_but_parallel(r) == want:
+            return r, True
+    return candidates[0], False
+
+
+def cluster_vs_unit(results: list[dict], drift: dict | None = None) -> dict:
+    """Each measured cluster variant (TP=2, PP=2, …) against the same build's one-unit variant on
+    its head host (:func:`one_unit_reference`): % difference = (cluster − one unit) / one unit ×
+    100 for the single-stream median and the combined throughput at 2/4/8 parallel, each with
+    its verdict (:func:`verdict_of`: single = the two variants' single-stream requests, N par =
+    the N per-stream decode rates of each side).
+
+    Returns ``{"rows": [...], "summary": [...], "unmatched": [...], "simulated"}``. Each row:
+    unit (``"sim_pair (spark-sim11 + spark-sim12)"``), cluster, head, members, parallel
+    (``TP=2``), tensor_parallel_size, pipeline_parallel_size, build, model_key, variant,
+    reference_host, reference_variant, flags_match, metric, reference_value, value, pct_diff,
+    verdict, unreliable (the head's drift text or None), simulated. ``summary``: per cluster
+    variant, its single and 8-parallel rows. ``unmatched``: cluster variants without a one-unit
+    variant of their build measured on the head (``unit/variant``)."""
+    docs = [r for r in results if isinstance(r, dict)]
+    rows: list[dict] = []
+    summary: list[dict] = []
+    unmatched: list[str] = []
+    for c in n.sort_results(r for r in docs if n.is_cluster(r) and n.is_measured(r)):
+        ref, match = one_unit_reference(c, docs)
+        if ref is None:
+            unmatched.append(f"{n.unit_of(c)}/{n.variant_name(c)}")
+            continue
+        tp, pp = n.parallel_sizes(c)
+        block = n.cluster_of(c) or {}
+        common = {"unit": n.unit_of(c), "cluster": block.get("name"), "head": n.host_of(c),
+                  "members": n.cluster_members(c), "parallel": n.parallel_label(c),
+                  "tensor_parallel_size": tp, "pipeline_parallel_size": pp, "build": n.build_of(c),
+                  "model_key": n.model_key(c), "variant": n.variant_name(c), "reference_host": n.host_of(ref),
+                  "reference_variant": n.variant_name(ref), "flags_match": match,
+                  "unreliable": unreliable(n.host_of(ref), drift),
+                  "simulated": n.is_simulated(c) or n.is_simulated(ref)}
+        by_metric = {}
+        for metric in METRICS:
+            row = compare_pair(ref, c, metric)
+            row.update(common)
+            rows.append(row)
+            by_metric[metric] = row
+        summary.append({**common, "single": by_metric["single"], "combined_8": by_metric["combined_8"]})
+    return {"rows": rows, "summary": summary, "unmatched": unmatched, "simulated": any(r["simulated"] for r in rows)}
+
+
 # --------------------------------------------------------------------------- fleet
 
 def host_clock(results: list[dict]) -> float | None:
@@ -204,7 +292,9 @@ def fleet_compare(results: list[dict], threshold_pct: float = 5.0, drift: dict |
     "differs": [{"field", "value", "majority", "variants"}], "verdicts": {variant: verdict}}],
     "host_differs", "threshold_pct", "can_flag", "simulated"}``."""
     threshold = _threshold(threshold_pct, "fleet")
-    docs = [r for r in results if isinstance(r, dict)]
+    # A cluster is not a peer of one Spark: its results stay out of the fleet (see cluster_vs_unit).
+    clusters = [r for r in results if isinstance(r, dict) and n.is_cluster(r)]
+    docs = [r for r in results if isinstance(r, dict) and not n.is_cluster(r)]
     hosts = sorted({n.host_of(r) for r in docs})
     variants: list[str] = []
     for r in n.sort_results(docs):
@@ -278,12 +368,15 @@ def fleet_compare(results: list[dict], threshold_pct: float = 5.0, drift: dict |
             if h in host_dev and host_dev[h] < -threshold:
                 flagged.append({"host": h, "deviation_pct": host_dev[h], "differs": differs(h),
                                 "verdicts": {v: cells[h] for v, cells in verdicts.items() if h in cells}})
-    return {"hosts": hosts, "variants": variants, "matrix": matrix, "fleet_median": fleet_median,
-            "deviation_pct": deviation, "host_deviation_pct": host_dev, "verdicts": verdicts,
-            "unreliable": {h: t for h in hosts if (t := unreliable(h, drift))}, "flagged": flagged,
-            "host_differs": {h: differs(h) for h in hosts},
-            "threshold_pct": threshold, "can_flag": can_flag,
-            "simulated": any(n.is_simulated(r) for r in docs)}
+    out = {"hosts": hosts, "variants": variants, "matrix": matrix, "fleet_median": fleet_median,
+           "deviation_pct": deviation, "host_deviation_pct": host_dev, "verdicts": verdicts,
+           "unreliable": {h: t for h in hosts if (t := unreliable(h, drift))}, "flagged": flagged,
+           "host_differs": {h: differs(h) for h in hosts},
+           "threshold_pct": threshold, "can_flag": can_flag,
+           "simulated": any(n.is_simulated(r) for r in docs)}
+    if clusters:  # only runs with a cluster get the key: one-unit runs keep their results.json as it was
+        out["clusters_left_out"] = [f"{n.unit_of(r)}/{n.variant_name(r)}" for r in n.sort_results(clusters)]
+    return out
 
 
 # --------------------------------------------------------------------------- run to run
@@ -402,7 +495,7 @@ def run_compare(current: list[dict], baseline: list[dict], threshold_pct: float 
         bmed = n.single_stats(base)[0]
         c8, b8 = n.combined_at(cur, 8), n.combined_at(base, 8)
         rows.append({
-            "host": n.host_of(cur), "baseline_host": n.host_of(base), "variant": n.variant_name(cur),
+            "host": n.host_of(cur), **n.unit_fields(cur), "baseline_host": n.host_of(base), "variant": n.variant_name(cur),
             "model": n.model_of(cur), "config": n.config_of(cur),
             "baseline_single": bmed, "current_single": cmed, "single_pct": pct_diff(cmed, bmed),
             "verdict": verdict_of(base, cur, "single"),

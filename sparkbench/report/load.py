@@ -80,7 +80,8 @@ def check_document(doc: object, host: str, variant: str) -> str | None:
     name = v.get("name") if isinstance(v, dict) else v
     if name is not None and name != variant:
         return f"field 'variant.name' is {name!r} but the file is named {variant}.json"
-    for key in ("single", "spec_decode", "image", "telemetry", "failure", "server_startup", "profile", "manifest"):
+    for key in ("single", "spec_decode", "image", "telemetry", "failure", "server_startup", "profile", "manifest",
+                "cluster"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             return f"field {key!r} must be an object or null, got {type(doc[key]).__name__}"
     for key in ("parallel", "quality", "errors", "context"):

@@ -24,6 +24,11 @@ Formulas (units in the names):
   (``"roofline": false`` or ``"device": "cpu"``, e.g. ``x86-cpu``) or when the figures were
   measured on a CPU (``manifest.backend`` ``vllm-cpu``, or a ``manifest.gpu`` of ``none …``) but
   the profile describes a GPU: a Spark's bandwidth bound says nothing about them.
+- a cluster variant (a result with a top-level ``cluster`` block, written under the head host):
+  one unit, ``unit_of`` = ``"<cluster name> (<head> + <worker>)"``, its layout ``TP=2`` / ``PP=2``
+  from ``cluster.tensor_parallel_size`` / ``pipeline_parallel_size`` (else the launch flags); its
+  rows carry ``unit``, ``cluster``, ``members``, ``parallel`` (one-unit rows keep their keys). Its
+  roofline with TP > 1 is TP × one node's (each node reads 1/TP of the bytes per token).
 - matrix order (report order, and the reference build = the first build listed): by
   ``variant.index`` (the matrix position the variant expansion records), else by ``started_at``
   (a host measures its variants in matrix order), then by name.
@@ -135,6 +140,75 @@ def is_speculative(result: dict) -> bool:
         return True
     cfg = (config_of(result) or "").lower()
     return cfg.startswith(("mtp", "spec", "eagle", "draft"))
+
+
+def cluster_of(result: dict) -> dict | None:
+    """The result's ``cluster`` block (a variant served across several hosts, Ray;
+    ``sparkbench.cluster.cluster_block``), None for a one-unit result."""
+    c = result.get("cluster") if isinstance(result, dict) else None
+    return c if isinstance(c, dict) else None
+
+
+def is_cluster(result: dict) -> bool:
+    """True when the result was measured on a cluster (it has a ``cluster`` block): one unit made
+    of several hosts, written under the head host; never a peer of a one-Spark host."""
+    return cluster_of(result) is not None
+
+
+def cluster_members(result: dict) -> list[str]:
+    """The cluster's hosts, head first: ``cluster.members``, else the nodes' hosts, else the head."""
+    c = cluster_of(result) or {}
+    members = c.get("members")
+    if isinstance(members, list) and members:
+        return [str(m) for m in members]
+    nodes = [str(x.get("host")) for x in c.get("nodes") or [] if isinstance(x, dict) and x.get("host")]
+    return nodes or [str(c.get("head") or host_of(result))]
+
+
+def unit_of(result: dict) -> str:
+    """The unit that produced the figures, as the tables show it: the host, or for a cluster
+    ``"<name> (<head> + <worker>)"``, e.g. ``sim_pair (spark-sim11 + spark-sim12)``."""
+    c = cluster_of(result)
+    if c is None:
+        return host_of(result)
+    return f"{c.get('name') or 'cluster'} ({' + '.join(cluster_members(result))})"
+
+
+def unit_fields(result: dict) -> dict:
+    """``{"unit": unit_of(result)}`` for a cluster result, {} otherwise (rows of one-unit results
+    keep exactly their keys)."""
+    return {"unit": unit_of(result)} if is_cluster(result) else {}
+
+
+def _int_arg(result: dict, *flags: str) -> int | None:
+    """The first of ``flags`` given at launch, as an integer (None when absent or not a number)."""
+    for flag in flags:
+        value = launch_arg(result, flag)
+        if value is not None:
+            try:
+                return int(str(value))
+            except ValueError:
+                return None
+    return None
+
+
+def parallel_sizes(result: dict) -> tuple[int, int]:
+    """(tensor parallel size, pipeline parallel size): the ``cluster`` block's
+    ``tensor_parallel_size`` / ``pipeline_parallel_size``, else the launch flags
+    ``--tensor-parallel-size`` / ``-tp`` and ``--pipeline-parallel-size`` / ``-pp``; 1 when unset."""
+    c = cluster_of(result) or {}
+    tp = num(c.get("tensor_parallel_size"))
+    pp = num(c.get("pipeline_parallel_size"))
+    tp_i = int(tp) if tp is not None else _int_arg(result, "--tensor-parallel-size", "-tp")
+    pp_i = int(pp) if pp is not None else _int_arg(result, "--pipeline-parallel-size", "-pp")
+    return (tp_i or 1, pp_i or 1)
+
+
+def parallel_label(result: dict) -> str | None:
+    """``TP=2``, ``PP=2``, ``TP=2 × PP=2``; None when neither is above 1."""
+    tp, pp = parallel_sizes(result)
+    parts = ([f"TP={tp}"] if tp > 1 else []) + ([f"PP={pp}"] if pp > 1 else [])
+    return " × ".join(parts) or None
 
 
 def matrix_position(result: dict) -> tuple[float, str, str]:
@@ -298,7 +372,11 @@ def roofline(result: dict) -> dict:
     kv_bytes, tok_s = bandwidth_gbs × 1e9 / bytes_per_token. ``basis`` says "weights + KV" or
     "weights only" (no KV geometry in the profile); all None when the profile lacks bandwidth,
     active params or bits. ``skipped``: why there is no roofline for a CPU result
-    (:func:`roofline_skip_reason`), else None."""
+    (:func:`roofline_skip_reason`), else None. A cluster result with tensor parallel size TP > 1
+    (:func:`parallel_sizes`): tok_s = TP × bandwidth × 1e9 / bytes_per_token (each node reads
+    1/TP of the bytes per token at its own bandwidth; the all-reduce over the link is not in the
+    bound), basis "…, TP=2: 2 nodes read 1/2 each"; pipeline parallel stages run one after
+    another for one stream, so PP alone keeps one node's bound."""
     hw = dig(result, "profile", "hardware") or {}
     mp = dig(result, "profile", "model") or {}
     skipped = roofline_skip_reason(result)
@@ -325,8 +403,13 @@ def roofline(result: dict) -> dict:
         kv_bytes = per_ctx * (prompt + output_tokens / 2.0)
         basis = "weights + KV"
     total = weight_bytes + kv_bytes
+    tp = parallel_sizes(result)[0] if is_cluster(result) else 1
+    if tp > 1:  # tensor parallel: every node reads 1/TP of the bytes at its own bandwidth
+        basis += f", TP={tp}: {tp} nodes read 1/{tp} each"
+    elif is_cluster(result) and parallel_sizes(result)[1] > 1:  # pipeline stages take turns for one stream
+        basis += f", PP={parallel_sizes(result)[1]}: stages in turn, one node's bound"
     out.update(bandwidth_gbs=bandwidth, weight_bytes=weight_bytes, kv_bytes=kv_bytes,
-               bytes_per_token=total, tok_s=bandwidth * 1e9 / total, basis=basis)
+               bytes_per_token=total, tok_s=tp * bandwidth * 1e9 / total, basis=basis)
     return out
 
 
@@ -349,7 +432,7 @@ def variant_row(result: dict, results: list[dict]) -> dict:
     mal = mean_acceptance_length(result)
     spec = is_speculative(result)
     row: dict[str, Any] = {
-        "host": host_of(result), "variant": variant_name(result), "build": build_of(result),
+        "host": host_of(result), **unit_fields(result), "variant": variant_name(result), "build": build_of(result),
         "model": model_of(result), "config": config_of(result), "status": result.get("status"),
         "simulated": is_simulated(result), "backend": backend_of(result),
         "single_tok_s": med, "single_min": lo, "single_max": hi,
@@ -374,6 +457,10 @@ def variant_row(result: dict, results: list[dict]) -> dict:
     # the kernels vLLM chose, read off the server log (sparkbench.engine_log): None when not recorded
     row.update({"attention_backend": dig(result, "kernels", "attention_backend"),
                 "moe_backend": dig(result, "kernels", "moe_backend")})
+    if is_cluster(result):  # a cluster variant: its parallel layout and members (one-unit rows keep their keys)
+        tp, pp = parallel_sizes(result)
+        row.update({"cluster": (cluster_of(result) or {}).get("name"), "members": cluster_members(result),
+                    "parallel": parallel_label(result), "tensor_parallel_size": tp, "pipeline_parallel_size": pp})
     return row
 
 
@@ -383,7 +470,7 @@ def quality_rows(results: list[dict]) -> list[dict]:
     for r in sort_results(results):
         if not r.get("quality"):
             continue
-        row: dict[str, Any] = {"host": host_of(r), "variant": variant_name(r)}
+        row: dict[str, Any] = {"host": host_of(r), **unit_fields(r), "variant": variant_name(r)}
         by_id = {q.get("id"): q for q in r["quality"] if isinstance(q, dict)}
         for qid in QUALITY_IDS:
             q = by_id.get(qid) or {}
@@ -404,7 +491,7 @@ def image_rows(results: list[dict]) -> list[dict]:
         right = None
         if img.get("status") in ("pass", "fail"):
             right = img.get("status") == "pass"
-        rows.append({"host": host_of(r), "variant": variant_name(r), "status": img.get("status"),
+        rows.append({"host": host_of(r), **unit_fields(r), "variant": variant_name(r), "status": img.get("status"),
                      "answer": img.get("answer"), "expected": img.get("expected"), "answer_right": right,
                      "spec_decode_active": img.get("spec_decode_active")})
     return rows
@@ -435,7 +522,7 @@ def telemetry_rows(results: list[dict]) -> list[dict]:
     rows = []
     for r in sort_results(results):
         for phase, t in telemetry_phases(r).items():
-            rows.append({"host": host_of(r), "variant": variant_name(r), "phase": phase, **t})
+            rows.append({"host": host_of(r), **unit_fields(r), "variant": variant_name(r), "phase": phase, **t})
     return rows
 
 
@@ -460,7 +547,7 @@ def protocol_rows(results: list[dict]) -> list[dict]:
             return v / 1024.0 if v is not None else None
 
         kl = p.get("kernel_log") if isinstance(p.get("kernel_log"), dict) else None
-        rows.append({"host": host_of(r), "variant": variant_name(r), "simulated": is_simulated(r),
+        rows.append({"host": host_of(r), **unit_fields(r), "variant": variant_name(r), "simulated": is_simulated(r),
                      "clock_under_load_mhz": num(dig(p, "clock", "under_load_mhz")),
                      "clock_max_mhz": num(dig(p, "clock", "max_mhz")),
                      "clock_samples": num(dig(p, "clock", "samples_under_load")),
@@ -485,11 +572,11 @@ def failure_rows(results: list[dict]) -> list[dict]:
         status = r.get("status")
         if status == "failed":
             f = r.get("failure") if isinstance(r.get("failure"), dict) else {}
-            rows.append({"host": host_of(r), "variant": variant_name(r), "status": status,
+            rows.append({"host": host_of(r), **unit_fields(r), "variant": variant_name(r), "status": status,
                          "stage": f.get("stage"), "reason": f.get("reason"), "remedy": f.get("remedy")})
         elif status == "incomplete":
             errs = [str(e.get("message") if isinstance(e, dict) else e) for e in r.get("errors") or []]
-            rows.append({"host": host_of(r), "variant": variant_name(r), "status": status,
+            rows.append({"host": host_of(r), **unit_fields(r), "variant": variant_name(r), "status": status,
                          "stage": "measure", "reason": "; ".join(errs) or "measurement incomplete",
                          "remedy": "re-run the variant (same run id, bench_force=true)"})
     return rows

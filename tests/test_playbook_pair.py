@@ -1,0 +1,201 @@
+"""``ansible-playbook bench.yml -l sim_pair`` end to end: two simulated Sparks form a real Ray
+cluster (containers sparkbench-ray-spark-sim11 / -12 on the Docker network sparkbench-pair, each a
+Ray 2.60 node declaring one logical GPU), the simulator serves gpt-oss-120b across both with
+``--tensor-parallel-size 2`` / ``--pipeline-parallel-size 2 --distributed-executor-backend ray``,
+and the results are written under the head host with a ``cluster`` block.
+
+Three runs (real Docker, real Ray, real ansible-playbook):
+
+1. the pair's whole matrix: each unit alone (gptoss-single on both hosts), then TP=2 and PP=2 on
+   the cluster; the report compares them with one unit;
+2. the worker's container killed while TP=2 is measured: that variant fails at ``measure`` with the
+   lost-worker diagnosis, PP=2 after it starts the cluster again and completes;
+3. a worker started against a wrong head address: the cluster variant fails in ``preflight`` within
+   the join timeout, before a model loads.
+
+The simulated pair's Ray containers and ports are the inventory's (8110-8112, 172.31.250.0/24):
+``flock /tmp/sim_pair.lock`` keeps two of these runs apart.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = REPO / ".venv" / "bin"
+IMAGE = "sparkbench/vllm-sim-ray:v0.25.0"
+HEAD, WORKER = "spark-sim11", "spark-sim12"
+HEAD_CTR, WORKER_CTR = f"sparkbench-ray-{HEAD}", f"sparkbench-ray-{WORKER}"
+SERVE = "http://127.0.0.1:8110"
+
+
+def docker_ok() -> bool:
+    try:
+        return subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+pytestmark = pytest.mark.skipif(not docker_ok() or not shutil.which("flock"),
+                                reason=f"Docker engine, {IMAGE} or flock missing: run make setup")
+
+# Short runs: the figures' size matters here, not their precision (the demo runs the defaults);
+# a 1 s simulated load and a 1 s link test.
+FAST = {"llm_bench_output_tokens": 64, "llm_bench_runs": 5, "ray_cluster_iperf3_seconds": 1,
+        "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "1", "VLLM_SIM_PG_TIMEOUT_S": "60"}}
+
+
+def play(results: Path, run_id: str, extra: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+    cmd = ["flock", "/tmp/sim_pair.lock", str(BIN / "ansible-playbook"), "-i", str(REPO / "inventory/hosts.yml"),
+           str(REPO / "bench.yml"), "-l", "sim_pair",
+           "-e", json.dumps({"bench_results_dir": str(results), "bench_run_id": run_id, **extra})]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    (results / f"{run_id}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    return proc
+
+
+def doc(results: Path, run_id: str, host: str, variant: str) -> dict:
+    return json.loads((results / run_id / host / f"{variant}.json").read_text(encoding="utf-8"))
+
+
+def containers() -> list[str]:
+    out = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True)
+    return [n for n in out.stdout.split() if n in (HEAD_CTR, WORKER_CTR)]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("pair-results")
+
+
+@pytest.fixture(scope="module")
+def full_run(results):
+    proc = play(results, "pair-full", FAST)
+    return proc
+
+
+def test_every_variant_completes_cluster_variants_under_the_head(full_run, results):
+    assert full_run.returncode == 0, full_run.stdout[-4000:]
+    for host, variant in ((HEAD, "gptoss-single"), (WORKER, "gptoss-single"), (HEAD, "gptoss-tp2"),
+                          (HEAD, "gptoss-pp2")):
+        d = doc(results, "pair-full", host, variant)
+        assert d["status"] == "complete", (host, variant, d.get("failure"))
+        assert d["simulated"] is True
+    # A cluster variant is measured once, on the head: never under the worker.
+    assert not (results / "pair-full" / WORKER / "gptoss-tp2.json").exists()
+    assert not (results / "pair-full" / WORKER / "gptoss-pp2.json").exists()
+    # The Ray containers are gone after the run.
+    assert containers() == []
+
+
+def test_tp2_result_has_the_cluster_block(full_run, results):
+    d = doc(results, "pair-full", HEAD, "gptoss-tp2")
+    c = d["cluster"]
+    assert c["tensor_parallel_size"] == 2 and c["pipeline_parallel_size"] == 1
+    assert c["nodes_alive"] == 2
+    hosts = {n["host"]: n for n in c["nodes"]}
+    assert set(hosts) == {HEAD, WORKER}
+    assert hosts[HEAD]["address"] == "172.31.250.11" and hosts[WORKER]["address"] == "172.31.250.12"
+    assert all(n["alive"] for n in c["nodes"])
+    assert all(n["image_id"] and n["image_id"].startswith("sha256:") for n in c["nodes"])
+    assert all(n["driver"] for n in c["nodes"])
+    # The placement group held both GPUs while the model served, one worker actor per node.
+    assert c["placement_group_id"]
+    assert c["gpus_in_use"] == 2.0 and c["gpus_total"] == 2.0
+    assert sorted(c["worker_actor_node_ids"]) == sorted(n["node_id"] for n in c["nodes"])
+    # The launch ran vllm serve inside the head's Ray container.
+    assert d["launch_command"].startswith("docker exec -d") and HEAD_CTR in d["launch_command"]
+    assert "--tensor-parallel-size 2" in d["launch_command"]
+    assert "--distributed-executor-backend ray" in d["launch_command"]
+    # The link was measured and said what it measured (no CX-7 link between two containers).
+    assert c["link"]["method"] == "iperf3" and c["link"]["gbps"] > 0
+    assert "container network" in c["link"]["note"]
+
+
+def test_tp2_beats_one_unit_and_pp2_does_not_at_one_stream(full_run, results):
+    single = doc(results, "pair-full", HEAD, "gptoss-single")["single"]["decode_tok_s_median"]
+    tp2 = doc(results, "pair-full", HEAD, "gptoss-tp2")["single"]["decode_tok_s_median"]
+    pp2 = doc(results, "pair-full", HEAD, "gptoss-pp2")["single"]["decode_tok_s_median"]
+    # Published (kubis.ai, gpt-oss-120b): 57.5 -> 69.0 tok/s at one stream (+20 %).
+    assert 1.10 < tp2 / single < 1.30, (single, tp2)
+    # Pipeline parallel passes one stream's token through both stages in turn: no faster.
+    assert 0.85 < pp2 / single < 1.05, (single, pp2)
+
+
+def test_report_shows_the_cluster_as_one_unit(full_run, results):
+    md = (results / "pair-full" / "report.md").read_text(encoding="utf-8")
+    assert f"sim_pair ({HEAD} + {WORKER})" in md
+    assert "TP=2" in md and "PP=2" in md
+
+
+def _wait_for_requests(stop: threading.Event, started: threading.Event, n: int = 2) -> None:
+    """Wait until the cluster's server has served ``n`` requests (the measurement is under way)."""
+    while not stop.is_set():
+        try:
+            with urllib.request.urlopen(SERVE + "/sim/requests", timeout=2) as r:
+                rows = json.loads(r.read())["requests"]
+            if len([x for x in rows if x.get("finish_reason")]) >= n:
+                started.set()
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+
+
+def test_worker_killed_mid_measurement_fails_that_variant_and_the_next_completes(results):
+    stop, started = threading.Event(), threading.Event()
+    killed = {}
+
+    def killer():
+        _wait_for_requests(stop, started)
+        if started.is_set():
+            killed["at"] = time.time()
+            subprocess.run(["docker", "kill", WORKER_CTR], capture_output=True)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    try:
+        proc = play(results, "pair-kill", {**FAST, "bench_select": ["gptoss-tp2", "gptoss-pp2"]})
+    finally:
+        stop.set()
+        t.join(5)
+    assert killed, "the measurement never started: " + proc.stdout[-3000:]
+    tp2 = doc(results, "pair-kill", HEAD, "gptoss-tp2")
+    assert tp2["status"] in ("failed", "incomplete"), tp2.get("failure")
+    fail = tp2["failure"]
+    assert fail["stage"] == "measure"
+    assert "ray_worker_lost" in (fail.get("issues") or []), fail
+    assert "lost node" in fail["remedy"] and "start the cluster again" in fail["remedy"], fail["remedy"]
+    # The other cluster variant starts the cluster again and completes.
+    pp2 = doc(results, "pair-kill", HEAD, "gptoss-pp2")
+    assert pp2["status"] == "complete", pp2.get("failure")
+    assert pp2["cluster"]["nodes_alive"] == 2
+
+
+def test_worker_that_cannot_join_fails_in_preflight(results):
+    t0 = time.monotonic()
+    proc = play(results, "pair-nojoin", {**FAST, "bench_select": ["gptoss-tp2"],
+                                         "ray_cluster_join_address": "172.31.250.99:6379",
+                                         "ray_cluster_join_timeout_s": 10})
+    assert "ray_worker_not_joined" in proc.stdout
+    took = time.monotonic() - t0
+    d = doc(results, "pair-nojoin", HEAD, "gptoss-tp2")
+    assert d["status"] == "failed"
+    fail = d["failure"]
+    assert fail["stage"] == "preflight", fail
+    assert "ray_worker_not_joined" in (fail.get("issues") or []), fail
+    assert fail["remedy"]
+    assert d["cluster"]["nodes_alive"] == 1
+    # Failed within the join timeout and the play's overhead, not after vLLM's 1800 s wait.
+    assert took < 150, took
+    assert containers() == []
