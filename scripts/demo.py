@@ -53,8 +53,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # playbooks/tasks/variant.yml's task headers: "plan NAME" names the variant, the steps after it do not.
-PLAN_RE = re.compile(r"^TASK \[Bench variant \| plan ([a-z0-9._-]+)\]")
-STAGE_RE = re.compile(r"^TASK \[Bench variant \| (launch|measure|record the result|record the failure)\]")
+# playbooks/tasks/cluster_variant.yml's ("Bench cluster | ...") the same for a cluster variant.
+PLAN_RE = re.compile(r"^TASK \[Bench (?:variant|cluster) \| plan ([a-z0-9._-]+)\]")
+STAGE_RE = re.compile(r"^TASK \[Bench (?:variant|cluster) \| (start the Ray cluster|check the Ray cluster|launch|measure|"
+                      r"record the result|record the failure)(?: in the head's Ray container| and the link)?\]")
 SIM_IMAGE = "sparkbench/vllm-sim:v0.25.0"
 BRIDGE_OLD_IMAGE = "sparkbench/vllm-sim:v0.24.0"
 REAL_IMAGE = "sparkbench/vllm-cpu:v0.32.0"
@@ -133,6 +135,19 @@ def load_report(run_dir: Path) -> dict:
         return {}
 
 
+def show_table(report: dict, rc: int, log_path: Path, what: str) -> bool:
+    """Print a run's table (the one the play printed) and its failures with their fixes; False
+    (and where the log is) when the run wrote no report."""
+    print()
+    if not report.get("rows"):
+        print(f"demo: no {what} (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
+        return False
+    print(report["terminal_table"])
+    for f in report.get("failures", []):
+        print(f"  {f['host']}/{f['variant']}: {f['status']} at {f['stage']}: {f['reason']} — fix: {f['remedy']}")
+    return True
+
+
 def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
     """Step 1: the seed matrix on the fleet; prints the table, the summary and the charts."""
     run_dir = REPO / "results" / run_id
@@ -142,14 +157,8 @@ def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
     rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", limit, "-e", f"bench_run_id={run_id}", *extra],
                       log_path, t0)
     report = load_report(run_dir)  # the table the play printed, from the rendered results.json
-    print()
-    if not report.get("rows"):
-        print(f"demo: no report (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
+    if not show_table(report, rc, log_path, "report"):
         return rc or 1
-    print(report["terminal_table"])
-    print()
-    for f in report.get("failures", []):
-        print(f"  {f['host']}/{f['variant']}: {f['status']} at {f['stage']}: {f['reason']} — fix: {f['remedy']}")
     for e in report.get("load_errors", []):
         print(f"  not read: {e}")
     complete = sum(1 for r in report["rows"] if r["status"] == "complete")
@@ -181,13 +190,8 @@ def pair_step(run_id: str, t0: float) -> int:
     rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", PAIR_GROUP, "-e", f"bench_run_id={rid}"],
                       log_path, t0)
     report = load_report(run_dir)
-    print()
-    if not report.get("rows"):
-        print(f"demo: no two-Spark report (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
+    if not show_table(report, rc, log_path, "two-Spark report"):
         return rc or 1
-    print(report["terminal_table"])
-    for f in report.get("failures", []):
-        print(f"  {f['host']}/{f['variant']}: {f['status']} at {f['stage']}: {f['reason']} — fix: {f['remedy']}")
     for line in report.get("summary", []):
         if "TP=" in line or "PP=" in line or "cluster" in line.lower():
             print(f"  - {line}")
@@ -207,13 +211,8 @@ def real_step(run_id: str, t0: float) -> int:
     extra = json.dumps({**REAL_SETTINGS, "bench_run_id": rid})
     rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", REAL_HOST, "-e", extra], log_path, t0)
     report = load_report(run_dir)
-    print()
-    if not report.get("rows"):
-        print(f"demo: no real-vLLM report (ansible-playbook exit {rc}); see {_rel(log_path)}", file=sys.stderr)
+    if not show_table(report, rc, log_path, "real-vLLM report"):
         return rc or 1
-    print(report["terminal_table"])
-    for f in report.get("failures", []):
-        print(f"  {f['host']}/{f['variant']}: {f['status']} at {f['stage']}: {f['reason']} — fix: {f['remedy']}")
     for row in report["rows"]:
         if row.get("roofline_skipped"):
             print(f"  roofline: {row['roofline_skipped']}")

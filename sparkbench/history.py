@@ -154,9 +154,11 @@ def _fill(db: sqlite3.Connection, results_dir: Path) -> None:
                 doc = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            if not isinstance(doc, dict):
-                continue
+            if not isinstance(doc, dict) or not isinstance(doc.get("status"), str):
+                continue  # not a result document (e.g. a report's results.json in a nested folder)
             row = _row(run_dir.name, path, doc, health)
+            if any(isinstance(row[c], (dict, list)) for c in COLUMNS):
+                continue
             db.execute(f"INSERT OR REPLACE INTO results VALUES ({', '.join('?' * len(COLUMNS))})",
                        [row[c] for c in COLUMNS])
         db.execute("INSERT INTO runs VALUES (?, ?, ?)", (run_dir.name, files_n, mtime))

@@ -68,6 +68,14 @@ def docker_available() -> tuple[bool, str]:
     return True, ""
 
 
+def image_present(image: str) -> bool:
+    """True when the Docker engine answers and has ``image`` (tests skip with a reason otherwise)."""
+    try:
+        return subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def health_ok(base_url: str, timeout: float = 2.0) -> bool:
     """True when GET <base_url>/health answers 200 (False while the server is not up yet)."""
     try:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
+from conftest import image_present
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,10 +34,7 @@ VARIANTS = ["nvidia-bare", "unsloth-mtp2", "nvidia-mnbt2048", "nvidia-mnbt2048-n
 
 
 def docker_ok() -> bool:
-    try:
-        return subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    return image_present(IMAGE)
 
 
 pytestmark = pytest.mark.skipif(not docker_ok(), reason=f"Docker engine or {IMAGE} missing: run make setup")

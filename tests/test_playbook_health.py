@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import image_present
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,10 +27,7 @@ HOSTS = ("spark-sim01", "spark-sim02", "spark-sim03")
 
 
 def docker_ok() -> bool:
-    try:
-        return subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    return image_present(IMAGE)
 
 
 pytestmark = pytest.mark.skipif(not docker_ok() or not shutil.which("flock"),

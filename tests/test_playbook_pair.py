@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import image_present
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"
 IMAGE = "sparkbench/vllm-sim-ray:v0.25.0"
@@ -38,10 +40,7 @@ SERVE = "http://127.0.0.1:8110"
 
 
 def docker_ok() -> bool:
-    try:
-        return subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    return image_present(IMAGE)
 
 
 pytestmark = pytest.mark.skipif(not docker_ok() or not shutil.which("flock"),

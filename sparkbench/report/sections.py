@@ -312,15 +312,23 @@ def cluster_vs_unit(results: list[dict], drift: dict | None = None) -> tuple[dic
     by_key: dict[tuple, dict[str, dict]] = {}
     for row in data["rows"]:
         by_key.setdefault((row["unit"], row["variant"]), {})[row["metric"]] = row
+    # Parallel levels neither side measured get no columns (single stream always has them).
+    shown = [metric for metric in compare.METRICS if metric == "single" or any(
+        metric in m and (m[metric].get("value") is not None or m[metric].get("reference_value") is not None)
+        for m in by_key.values())]
     rows = []
     for (unit, variant), m in by_key.items():
         s = m["single"]
         cells = [unit, text(s["model_key"]), f"{variant} ({s['parallel'] or '–'})",
                  f"{s['reference_variant']} on {s['reference_host']}" + ("" if s["flags_match"] else " (flags differ)"),
                  f(s["reference_value"]), f(s["value"])]
-        for metric in compare.METRICS:
+        for metric in shown:
             cells += [pct(m[metric]["pct_diff"]), verdict_cell(m[metric]["verdict"], m[metric]["unreliable"])]
         rows.append(cells)
+    level_headers = []
+    for metric in shown:
+        label = "single" if metric == "single" else f"{metric.split('_')[1]} par"
+        level_headers += [f"Δ {label}", f"{label} verdict"]
     notes = ["Δ = (cluster − one unit) / one unit; one unit = the same build's variant without tensor or pipeline "
              "parallelism measured on the cluster's head host (same flags apart from the parallel layout unless "
              "marked \"flags differ\")",
@@ -329,9 +337,8 @@ def cluster_vs_unit(results: list[dict], drift: dict | None = None) -> tuple[dic
     if data["unmatched"]:
         notes.append("no one-unit variant of the same build on the head to compare with: " + ", ".join(data["unmatched"]))
     table = Table("cluster-vs-unit", sim("Cluster vs one unit", data["simulated"]),
-                  ["cluster", "model", "variant", "one unit", "one unit tok/s", "cluster tok/s", "Δ single",
-                   "single verdict", "Δ 2 par", "2 par verdict", "Δ 4 par", "4 par verdict", "Δ 8 par",
-                   "8 par verdict"], rows, notes)
+                  ["cluster", "model", "variant", "one unit", "one unit tok/s", "cluster tok/s"] + level_headers,
+                  rows, notes)
     return data, [cluster_sentence(x) for x in data["summary"]], table
 
 

@@ -125,9 +125,12 @@ class Progress:
         facts = res.get("ansible_facts") if isinstance(res.get("ansible_facts"), dict) else {}
         with self._lock:
             if kind == "runner_on_ok" and host and isinstance((facts.get("bench_plan") or {}).get("names"), list):
-                actions = {str(v.get("name")): v.get("action") for v in facts["bench_plan"].get("variants") or []
+                plan = facts["bench_plan"]
+                # A cluster's head also plans the cluster variants (run across its members, after its own).
+                actions = {str(v.get("name")): v.get("action")
+                           for v in list(plan.get("variants") or []) + list(plan.get("cluster_variants") or [])
                            if isinstance(v, dict)}
-                for name in facts["bench_plan"]["names"]:
+                for name in list(plan["names"]) + list(plan.get("cluster_names") or []):
                     self._set(host, str(name), WAITING)
                     if actions.get(str(name)) == "skip":
                         self._set(host, str(name), DONE, "skipped: complete result with the same configuration hash")
