@@ -24,9 +24,13 @@ Definitions (docs/MEASUREMENT.md has the full text):
 * spec decode per-position acceptance = delta accepted_per_pos{position=i} / delta num_drafts;
   mean acceptance length = 1 + sum; draft acceptance rate = delta accepted / delta draft_tokens.
 * prefill tok/s = usage.prompt_tokens / TTFT.
+* arrival rates (--rate, vllm bench serve's definitions): gaps ~ gamma(K, 1/(rate K)), rescaled so
+  the last send is at N/rate; per request TPOT = (e2e - ttft)/(n - 1) (0 when n <= 1); good = completed
+  and every --slo metric <= its limit; goodput = good / (last completion - first send);
+  slo_met_share = good / requests; schedule error = actual send - scheduled send.
 
 Exit codes: 0 complete, 1 failed (no single-stream request succeeded), 2 bad arguments or server
-unreachable, 3 incomplete (server died or stalled, SIGINT/SIGTERM).
+unreachable, 3 incomplete (server died or stalled, SIGINT/SIGTERM, an arrival-rate request failed).
 """
 from __future__ import annotations
 
@@ -361,8 +365,10 @@ class _Conn:
         self.tls = isinstance(sock, ssl.SSLSocket)
 
 
-def _build_post(ep: Endpoint, path: str, body: bytes) -> bytes:
+def _build_post(ep: Endpoint, path: str, body: bytes, extra: dict[str, str] | None = None) -> bytes:
     h = ep.headers()
+    if extra:
+        h.update(extra)
     h.update({
         "Content-Type": "application/json",
         "Accept": "text/event-stream",
@@ -450,6 +456,97 @@ def stream_requests(ep: Endpoint, bodies: list[bytes], request_timeout: float,
             c.sock.close()
         sel.close()
     return results
+
+
+def stream_scheduled(ep: Endpoint, bodies: list[bytes], offsets: list[float], request_timeout: float,
+                     stall_timeout: float, max_concurrency: int | None = None,
+                     request_ids: list[str] | None = None,
+                     path: str = "/v1/chat/completions") -> tuple[list[RawStream], float]:
+    """Send body i at ``t0 + offsets[i]`` (perf_counter) and follow every response, all in one
+    thread with ``selectors`` (the arrival-rate phase; ``stream_requests`` sends all at once).
+
+    Between sends the loop waits in select() until the next send is due (the last 1.5 ms by
+    polling, as epoll rounds timeouts up to whole ms, so a send goes out within tens of
+    microseconds of its time); received segments are read and stamped exactly as in
+    ``stream_requests``. ``max_concurrency`` holds a due request
+    until fewer than that many are in flight (vLLM's --max-concurrency semaphore). Each
+    RawStream's ``t_start`` is the actual send time (perf_counter, just before connect). Returns
+    (streams, t0). Raises Abort when requests are open and none has received a byte for
+    ``stall_timeout`` seconds.
+    """
+    sel = selectors.DefaultSelector()
+    results = [RawStream() for _ in bodies]
+    conns: dict[int, _Conn] = {}
+    perf = time.perf_counter
+    order = sorted(range(len(bodies)), key=lambda i: offsets[i])
+    nxt = 0
+    t0 = perf()
+
+    def drop(fd: int, c: _Conn) -> None:
+        sel.unregister(c.sock)
+        c.sock.close()
+        del conns[fd]
+
+    def read_some(timeout: float) -> None:
+        for key, _ in sel.select(timeout):
+            c = key.data
+            _read_ready(c)
+            if c.mode == "done":
+                drop(key.fd, c)
+
+    try:
+        next_check = 0.0
+        while nxt < len(order) or conns:
+            now = perf()
+            # send every request that is due (and allowed by the concurrency limit)
+            while nxt < len(order) and t0 + offsets[order[nxt]] <= now and (
+                    max_concurrency is None or len(conns) < max_concurrency):
+                i = order[nxt]
+                nxt += 1
+                raw = results[i]
+                raw.t_start = perf()
+                extra = {"X-Request-Id": request_ids[i]} if request_ids else None
+                try:
+                    sock = _open(ep, min(30.0, request_timeout))
+                    sock.sendall(_build_post(ep, path, bodies[i], extra))
+                    sock.setblocking(False)
+                except (OSError, ssl.SSLError) as exc:
+                    raw.transport_error = f"cannot send the request: {exc.strerror or exc}"
+                    continue
+                c = _Conn(i, sock, raw, raw.t_start + request_timeout)
+                conns[sock.fileno()] = c
+                sel.register(sock, selectors.EVENT_READ, c)
+                now = perf()
+            # wait for bytes until the next send is due
+            # (epoll rounds its timeout up to whole ms: the last 1.5 ms before a send are polled)
+            wait = CHECK_S
+            if nxt < len(order) and (max_concurrency is None or len(conns) < max_concurrency):
+                due = t0 + offsets[order[nxt]] - now
+                wait = min(wait, due - 0.0015 if due > 0.002 else 0.0)
+            if conns:
+                read_some(wait)
+            elif wait > 0:
+                time.sleep(wait)
+            now = perf()
+            if now < next_check:
+                continue
+            next_check = now + CHECK_S
+            for fd, c in list(conns.items()):
+                if now >= c.deadline:
+                    c.raw.transport_error = f"request timed out after {request_timeout:g} s (--request-timeout)"
+                    drop(fd, c)
+            if conns and all(now - c.last_byte >= stall_timeout for c in conns.values()):
+                raise Abort(f"server stalled: no bytes for {stall_timeout:g} s (--stall-timeout) "
+                            f"on {len(conns)} open request(s)")
+    finally:
+        for c in conns.values():
+            try:
+                sel.unregister(c.sock)
+            except (KeyError, ValueError):
+                pass
+            c.sock.close()
+        sel.close()
+    return results, t0
 
 
 def _read_ready(c: _Conn) -> None:
@@ -1861,6 +1958,168 @@ def _int_list(minimum: int, what: str) -> Callable[[str], list[int]]:
     return conv
 
 
+
+# --------------------------------------------------------------------------------------------
+# Arrival-rate phase: schedules, SLOs, goodput (definitions of vllm bench serve)
+# --------------------------------------------------------------------------------------------
+
+RATE_SEARCH_STEPS = 6  # extra rates --rate-search may try after the listed ones
+SLO_KEYS = ("ttft", "tpot", "e2e")
+
+
+def rate_schedule(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
+    """Send offsets [s] of ``n`` requests at ``rate`` req/s, as vllm bench serve (0.25+) makes them.
+
+    Gaps ~ gamma(shape=burstiness, scale=1/(rate*burstiness)) (burstiness 1: Poisson, exponential
+    gaps; inf: constant 1/rate), the first request after one gap too; the cumulative delays are then
+    rescaled so the last request goes out at exactly n/rate s. ``rate`` inf: every offset 0.
+    ``random.Random(seed).gammavariate`` draws the gaps, so one seed gives one schedule.
+    """
+    if math.isinf(rate):
+        return [0.0] * n
+    rng = random.Random(seed)
+    delays: list[float] = []
+    acc = 0.0
+    for _ in range(n):
+        gap = 1.0 / rate if math.isinf(burstiness) else rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+        acc += gap
+        delays.append(acc)
+    if delays and delays[-1] > 0:
+        k = (n / rate) / delays[-1]
+        delays = [d * k for d in delays]
+    return delays
+
+
+def inf_str(v: float) -> float | str:
+    """inf as the string "inf" (JSON has no infinity), any other number as it is."""
+    return "inf" if isinstance(v, float) and math.isinf(v) else v
+
+
+def request_tpot(e2e: float, ttft: float, output_tokens: int | None) -> float | None:
+    """vLLM's per-request TPOT: (e2e - ttft) / (output_tokens - 1), 0 when output_tokens <= 1."""
+    if output_tokens is None:
+        return None
+    if output_tokens <= 1:
+        return 0.0
+    return (e2e - ttft) / (output_tokens - 1)
+
+
+def meets_slo(slo: dict[str, float] | None, ttft: float | None, tpot: float | None, e2e: float | None) -> bool:
+    """A completed request is good when every given metric is <= its SLO (a missing figure fails)."""
+    got = {"ttft": ttft, "tpot": tpot, "e2e": e2e}
+    return all(got[k] is not None and got[k] <= v for k, v in (slo or {}).items())
+
+
+def stat4(values: list[float]) -> dict[str, float | None]:
+    out = pcts(values)
+    out["mean"] = sum(values) / len(values) if values else None
+    return out
+
+
+def _rate_list(text: str) -> list[float]:
+    out: list[float] = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        try:
+            v = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a comma-separated list of request rates (req/s, "
+                                             f"> 0, or inf), got {text!r}") from None
+        if math.isnan(v) or v <= 0:
+            raise argparse.ArgumentTypeError(f"rates must be > 0 (or inf), got {part!r} in {text!r}")
+        out.append(v)
+    return out
+
+
+_rate_list.__name__ = "rate list"
+
+
+def _burstiness(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number (1 = Poisson) or inf, got {text!r}") from None
+    if math.isnan(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number (1 = Poisson) or inf, got {text!r}")
+    return v
+
+
+_burstiness.__name__ = "burstiness"
+
+
+def _slo(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        key, eq, val = part.strip().partition("=")
+        key = key.strip().lower()
+        if not eq or key not in SLO_KEYS:
+            raise argparse.ArgumentTypeError(f"must be KEY=SECONDS items, comma-separated, keys among "
+                                             f"{', '.join(SLO_KEYS)} (e.g. ttft=2,tpot=0.05,e2e=30), got {text!r}")
+        try:
+            v = float(val)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{key}: {val!r} is not a number of seconds") from None
+        if not math.isfinite(v) or v < 0:
+            raise argparse.ArgumentTypeError(f"{key}: must be a number of seconds >= 0, got {val!r}")
+        if key in out:
+            raise argparse.ArgumentTypeError(f"{key} given twice in {text!r}")
+        out[key] = v
+    return out
+
+
+_slo.__name__ = "SLO"
+
+
+def _share(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (e.g. 0.9), got {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (e.g. 0.9), got {text!r}")
+    return v
+
+
+_share.__name__ = "share"
+
+
+def load_replay(path: str) -> list[dict[str, Any]]:
+    """--replay FILE.jsonl: one request a line, {"offset_s", "prompt" | "prompt_tokens",
+    "output_tokens"}; raises ValueError naming the option and the line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"argument --replay: cannot read {path}: {exc}") from None
+    out = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"argument --replay: {path} line {no}"
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{where}: not JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{where}: not a JSON object")
+        off = obj.get("offset_s")
+        if isinstance(off, bool) or not isinstance(off, (int, float)) or not math.isfinite(off) or off < 0:
+            raise ValueError(f"{where}: offset_s must be a number of seconds >= 0")
+        prompt, ptok = obj.get("prompt"), obj.get("prompt_tokens")
+        if not (isinstance(prompt, str) and prompt) and not (isinstance(ptok, int) and not isinstance(ptok, bool)
+                                                               and ptok > 0):
+            raise ValueError(f"{where}: needs \"prompt\" (a string) or \"prompt_tokens\" (an integer > 0)")
+        otok = obj.get("output_tokens")
+        if otok is not None and (isinstance(otok, bool) or not isinstance(otok, int) or otok < 1):
+            raise ValueError(f"{where}: output_tokens must be an integer >= 1")
+        out.append({"offset_s": float(off), "prompt": prompt if isinstance(prompt, str) and prompt else None,
+                    "prompt_tokens": ptok if not (isinstance(prompt, str) and prompt) else None,
+                    "output_tokens": otok})
+    if not out:
+        raise ValueError(f"argument --replay: {path} has no requests")
+    return out
+
+
 def _base_url(text: str) -> str:
     p = urlsplit(text)
     if p.scheme not in ("http", "https") or not p.hostname:
@@ -2036,6 +2295,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profiles-dir", default=None, metavar="DIR",
                    help="where --hardware names and model profiles are looked up (default: profiles/ of "
                         "this script's repository, else this script's directory)")
+    p.add_argument("--rate", type=_rate_list, default=None, metavar="LIST",
+                   help="arrival-rate phase: request rates in req/s, comma-separated, e.g. 0.5,1,2,4 "
+                        "('inf' sends all at once; default off)")
+    p.add_argument("--rate-duration", type=_positive_float, default=30.0, metavar="S",
+                   help="seconds over which each rate's requests are scheduled: round(rate x S) requests, "
+                        "at least 1 (default 30)")
+    p.add_argument("--rate-requests", type=_positive_int("rate-requests"), default=None, metavar="N",
+                   help="requests per rate instead of --rate-duration (needed for inf)")
+    p.add_argument("--burstiness", type=_burstiness, default=1.0, metavar="K",
+                   help="gamma shape of the gaps as vllm bench serve: 1 = Poisson, < 1 burstier, "
+                        "inf = constant gaps (default 1)")
+    p.add_argument("--rate-seed", type=_non_negative_int, default=0, metavar="N",
+                   help="seed of the arrival schedule (default 0)")
+    p.add_argument("--rate-max-concurrency", type=_positive_int("rate-max-concurrency"), default=None,
+                   metavar="N", help="at most N rate-phase requests in flight (vllm's --max-concurrency; "
+                                     "default no limit)")
+    p.add_argument("--slo", type=_slo, default=None, metavar="ttft=S,tpot=S,e2e=S",
+                   help="service-level objectives in seconds, any subset: a request is good when it "
+                        "completed and meets every one (goodput, slo_met_share)")
+    p.add_argument("--rate-search", type=_share, default=None, metavar="TARGET",
+                   help=f"after the --rate list, try up to {RATE_SEARCH_STEPS} more rates to find the highest "
+                        "whose slo_met_share >= TARGET (0-1; needs --slo and --rate)")
+    p.add_argument("--replay", default=None, metavar="FILE.jsonl",
+                   help="arrival-rate phase from a workload file: lines {offset_s, prompt | prompt_tokens, "
+                        "output_tokens}, each sent at its offset")
     p.add_argument("--out", required=True, help="output JSON file, or - for stdout")
     return p
 
@@ -2103,8 +2387,12 @@ class Measurement:
             "image": None,
             "telemetry": None,
             "telemetry_reason": "not measured",
+            "rates": None,
+            "rate_search": None,
             "errors": [],
         }
+        self.replay_data: list[dict[str, Any]] | None = None
+        self.rate_failed = 0
 
     def settings(self) -> dict[str, Any]:
         a = self.args
@@ -2119,6 +2407,12 @@ class Measurement:
             "hardware": getattr(a, "hardware", None), "profiles_dir": getattr(a, "profiles_dir", None),
             "target_precision_pct": getattr(a, "target_precision", None),
             "max_runs": getattr(a, "max_runs", None),
+            "rate": [inf_str(r) for r in a.rate] if getattr(a, "rate", None) else None,
+            "rate_duration_s": getattr(a, "rate_duration", 30.0),
+            "rate_requests": getattr(a, "rate_requests", None), "burstiness": inf_str(getattr(a, "burstiness", 1.0)),
+            "rate_seed": getattr(a, "rate_seed", 0), "rate_max_concurrency": getattr(a, "rate_max_concurrency", None),
+            "slo": getattr(a, "slo", None), "rate_search": getattr(a, "rate_search", None),
+            "replay": getattr(a, "replay", None),
         }
 
     # ---- errors, warnings and reachability ----------------------------------------------------
@@ -2694,6 +2988,178 @@ class Measurement:
         self.doc["image"] = entry
         log(f"image: {entry['status']} (expected {colour}, answer {answer[:40]!r})")
 
+    # ---- arrival-rate phase ---------------------------------------------------------------------
+
+    def rate_phase(self, rate: float | None, chars_per_token: float, search: bool = False) -> dict[str, Any]:
+        """One arrival-rate block: requests sent on their schedule (one thread, stream_scheduled),
+        ttft/tpot/e2e per request from the client's reads, goodput against --slo. ``rate`` None:
+        the --replay workload."""
+        a = self.args
+        slo = a.slo
+        if rate is None:
+            rows = self.replay_data or []
+            offsets = [r["offset_s"] for r in rows]
+            outs = [r["output_tokens"] or a.output_tokens for r in rows]
+            msgs = []
+            for r in rows:
+                text = r["prompt"] or context_prompt(int(r["prompt_tokens"] * chars_per_token), self.rng)
+                msgs.append([{"role": "user", "content": text}])
+            span = max(offsets)
+            label, phase = f"replay {a.replay}", "rate_replay"
+            nominal: Any = len(rows) / span if span > 0 else "inf"
+        else:
+            n = a.rate_requests or max(1, round(rate * a.rate_duration))
+            offsets = rate_schedule(n, rate, a.burstiness, a.rate_seed)
+            outs = [a.output_tokens] * n
+            msgs = [self.speed_messages() for _ in range(n)]
+            label, phase = f"rate {rate:g} req/s", f"rate_{rate:g}"
+            nominal = "inf" if math.isinf(rate) else rate
+        n = len(offsets)
+        tag = make_nonce(self.rng)
+        ids = [f"sb-{tag}-{i}" for i in range(n)]
+        bodies = [chat_body(self.model, m, o, True, self.level, self.llamacpp) for m, o in zip(msgs, outs)]
+        log(f"{label}: {n} requests over {max(offsets) if offsets else 0:.2f} s")
+        before = self.begin(phase)
+        if self.telemetry:
+            self.telemetry.in_flight(True)
+        anchor_perf, anchor_epoch = time.perf_counter(), time.time()
+        try:
+            raws, t0 = stream_scheduled(self.ep, bodies, offsets, a.request_timeout, a.stall_timeout,
+                                        a.rate_max_concurrency, ids)
+        finally:
+            if self.telemetry:
+                self.telemetry.in_flight(False)
+
+        def epoch(t: float) -> float:
+            return anchor_epoch + (t - anchor_perf)
+
+        results = [decode_stream(r) for r in raws]
+        self.note_fingerprint(results)
+        per: list[dict[str, Any]] = []
+        ttfts: list[float] = []
+        tpots: list[float] = []
+        e2es: list[float] = []
+        sched_err: list[float] = []
+        good = completed = failed = tokens = 0
+        for i, r in enumerate(results):
+            sent = r.t_start if r.t_start else None
+            rec: dict[str, Any] = {"id": ids[i], "scheduled_s": offsets[i],
+                                   "sent": epoch(sent) if sent else None,
+                                   "schedule_error_ms": (sent - t0 - offsets[i]) * 1000.0 if sent else None,
+                                   "ttft_s": None, "tpot_s": None, "e2e_s": None,
+                                   "output_tokens": r.completion_tokens, "good": False if slo else None,
+                                   "error": None}
+            if rec["schedule_error_ms"] is not None:
+                sched_err.append(rec["schedule_error_ms"])
+            if r.error or r.t_first is None or r.t_last is None:
+                rec["error"] = r.error or "no chunk carried content or reasoning"
+                failed += 1
+                self.error(phase, i, rec["error"])
+            else:
+                completed += 1
+                ttft, e2e = r.t_first - r.t_start, r.t_last - r.t_start
+                tpot = request_tpot(e2e, ttft, r.completion_tokens)
+                rec.update({"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "end": epoch(r.t_last)})
+                ttfts.append(ttft)
+                e2es.append(e2e)
+                if tpot is not None:
+                    tpots.append(tpot)
+                else:
+                    rec["tpot_reason"] = "server sent no usage: output tokens unknown"
+                tokens += r.completion_tokens or 0
+                rec["good"] = meets_slo(slo, ttft, tpot, e2e) if slo else None
+                good += bool(rec["good"])
+            per.append(rec)
+        sends = [r.t_start for r in results if r.t_start]
+        ends = [r.t_last for r in results if not r.error and r.t_last is not None]
+        start = min(sends) if sends else None
+        end = max(ends) if ends else None
+        duration = (end - start) if start is not None and end is not None and end > start else None
+        entry: dict[str, Any] = {
+            "rate": nominal, "burstiness": inf_str(a.burstiness) if rate is not None else None,
+            "seed": a.rate_seed if rate is not None else None, "requests": n, "completed": completed,
+            "failed": failed, "start": epoch(start) if start is not None else None,
+            "end": epoch(end) if end is not None else None, "duration_s": duration,
+            "achieved_rate": n / duration if duration else None,
+            "output_tok_s": tokens / duration if duration else None,
+            "ttft_s": stat4(ttfts), "tpot_s": stat4(tpots), "e2e_s": stat4(e2es),
+            "schedule_error_ms": {"p50": percentile(sched_err, 50), "p99": percentile(sched_err, 99),
+                                  "max": max(sched_err) if sched_err else None},
+            "slo": dict(slo) if slo else None,
+            "goodput": (good / duration if duration else 0.0) if slo else None,
+            "slo_met_share": good / n if slo and n else None,
+            "search": search, "max_concurrency": a.rate_max_concurrency,
+            "output_tokens": a.output_tokens if rate is not None else None,
+            "per_request": per,
+        }
+        if rate is None:
+            entry["replay"] = a.replay
+        if duration is None:
+            entry["duration_reason"] = ("no request completed" if not completed
+                                        else "no time between first send and last completion")
+        if failed:
+            reasons = sorted({p["error"] for p in per if p["error"]})
+            entry["failed_reason"] = f"{failed} of {n} requests failed: " + "; ".join(reasons)[:500]
+            self.rate_failed += failed
+        self.end(phase, before, tokens)
+        if any(r.status is None or r.cut for r in results):
+            self.check_alive(phase)
+        self.doc["rates"] = (self.doc["rates"] or []) + [entry]
+        gp = entry["goodput"]
+        log(f"{label}: {completed}/{n} completed, achieved {entry['achieved_rate'] or 0:.3f} req/s, "
+            f"schedule error p99 {entry['schedule_error_ms']['p99'] or 0:.3f} ms"
+            + (f", goodput {gp:.3f} req/s, SLO met by {entry['slo_met_share']:.3f}" if gp is not None else ""))
+        return entry
+
+    def rates(self, chars_per_token: float) -> None:
+        """--rate LIST (each in order), --replay, then --rate-search."""
+        a = self.args
+        tried: list[tuple[float, float]] = []  # (rate, slo_met_share)
+        for rate in a.rate or []:
+            e = self.rate_phase(rate, chars_per_token)
+            if e["slo_met_share"] is not None and not math.isinf(rate):
+                tried.append((rate, e["slo_met_share"]))
+        if a.replay:
+            self.rate_phase(None, chars_per_token)
+        if a.rate_search is not None:
+            self.rate_search(a.rate_search, tried, chars_per_token)
+
+    def rate_search(self, target: float, tried: list[tuple[float, float]], chars_per_token: float) -> None:
+        """Highest rate whose slo_met_share >= target, from the listed rates and at most
+        RATE_SEARCH_STEPS more: while no tried rate fails, double the highest; while none passes,
+        halve the lowest; then bisect between the highest passing and the lowest failing rate above it,
+        stopping early when they are within 5 % of each other."""
+        def bounds() -> tuple[float | None, float | None]:
+            ok = [r for r, sh in tried if sh >= target]
+            lo = max(ok) if ok else None
+            bad = [r for r, sh in tried if sh < target and (lo is None or r > lo)]
+            return lo, (min(bad) if bad else None)
+
+        extra: list[float] = []
+        for _ in range(RATE_SEARCH_STEPS):
+            lo, hi = bounds()
+            if lo is None and hi is None:
+                break
+            if hi is None:
+                nxt = 2 * lo
+            elif lo is None:
+                nxt = hi / 2
+            else:
+                if hi - lo <= 0.05 * hi:
+                    break
+                nxt = (lo + hi) / 2
+            nxt = float(f"{nxt:.4g}")
+            if any(r == nxt for r, _ in tried):
+                break
+            e = self.rate_phase(nxt, chars_per_token, search=True)
+            tried.append((nxt, e["slo_met_share"] or 0.0))
+            extra.append(nxt)
+        lo, _ = bounds()
+        self.doc["rate_search"] = {"target_share": target, "best_rate": lo, "tried": [r for r, _ in tried],
+                                   "extra_rates": extra, "max_steps": RATE_SEARCH_STEPS}
+        log(f"rate search: highest rate with SLO share >= {target:g}: "
+            + (f"{lo:g} req/s" if lo is not None else "none of the rates tried"))
+
     # ---- assembly -----------------------------------------------------------------------------
 
     def finish(self, status: str) -> dict[str, Any]:
@@ -2833,10 +3299,15 @@ class Measurement:
         for depth in a.context:
             if depth > 0:
                 cpt = self.context(depth, cpt)
+        if a.rate or a.replay:
+            self.rates(cpt)
         if a.quality:
             self.quality()
         if a.image:
             self.image()
+        if self.rate_failed:
+            log(f"incomplete: {self.rate_failed} arrival-rate request(s) failed (see rates[].failed_reason)")
+            return "incomplete"
         return "complete"
 
 
@@ -2891,6 +3362,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("argument --max-runs: it only bounds --target-precision; give --target-precision PCT too")
     if args.target_precision is not None and args.max_runs is None:
         args.max_runs = 4 * args.runs
+    if args.rate_search is not None and (not args.rate or args.slo is None):
+        parser.error("argument --rate-search: it needs --slo (what a good request is) and --rate (the "
+                     "starting rates), e.g. --rate 1,4 --slo ttft=2,e2e=30 --rate-search 0.9")
+    if args.rate and any(math.isinf(r) for r in args.rate) and args.rate_requests is None:
+        parser.error("argument --rate: an inf rate sends every request at once, so it needs --rate-requests N")
     if args.quality_file is None:
         args.quality_file = default_quality_file()
     if args.profiles_dir is None:
@@ -2905,6 +3381,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(exc))
     m = Measurement(args, api_key)
     m.hardware = hardware
+    if args.replay:
+        try:
+            m.replay_data = load_replay(args.replay)
+        except ValueError as exc:
+            parser.error(str(exc))
     if args.quality or args.image:
         try:
             m.quality_data = load_quality(args.quality_file)
@@ -2921,7 +3402,7 @@ def main(argv: list[str] | None = None) -> int:
     code = EXIT_COMPLETE
     try:
         status = m.run()
-        code = EXIT_FAILED if status == "failed" else EXIT_COMPLETE
+        code = {"failed": EXIT_FAILED, "incomplete": EXIT_INCOMPLETE}.get(status, EXIT_COMPLETE)
         if status == "failed":
             log("failed: no single-stream request succeeded")
     except (Unreachable, Abort, Interrupted) as exc:
