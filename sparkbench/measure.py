@@ -438,24 +438,36 @@ def stream_requests(ep: Endpoint, bodies: list[bytes], request_timeout: float,
             if now < next_check:
                 continue
             next_check = now + CHECK_S
-            for fd, c in list(conns.items()):
-                if now >= c.deadline:
-                    c.raw.transport_error = f"request timed out after {request_timeout:g} s (--request-timeout)"
-                    sel.unregister(c.sock)
-                    c.sock.close()
-                    del conns[fd]
-            if conns and all(now - c.last_byte >= stall_timeout for c in conns.values()):
-                raise Abort(f"server stalled: no bytes for {stall_timeout:g} s (--stall-timeout) "
-                            f"on {len(conns)} open request(s)")
+            _expire(sel, conns, now, request_timeout, stall_timeout)
     finally:
-        for c in conns.values():
-            try:
-                sel.unregister(c.sock)
-            except (KeyError, ValueError):
-                pass
-            c.sock.close()
-        sel.close()
+        _close_all(sel, conns)
     return results
+
+
+def _expire(sel: selectors.BaseSelector, conns: dict[int, "_Conn"], now: float, request_timeout: float,
+            stall_timeout: float) -> None:
+    """Bookkeeping of the open requests (every CHECK_S, never per chunk): close the ones past their
+    deadline with the reason; raise Abort when none has received a byte for ``stall_timeout`` s."""
+    for fd, c in list(conns.items()):
+        if now >= c.deadline:
+            c.raw.transport_error = f"request timed out after {request_timeout:g} s (--request-timeout)"
+            sel.unregister(c.sock)
+            c.sock.close()
+            del conns[fd]
+    if conns and all(now - c.last_byte >= stall_timeout for c in conns.values()):
+        raise Abort(f"server stalled: no bytes for {stall_timeout:g} s (--stall-timeout) "
+                    f"on {len(conns)} open request(s)")
+
+
+def _close_all(sel: selectors.BaseSelector, conns: dict[int, "_Conn"]) -> None:
+    """Close every open request and the selector."""
+    for c in conns.values():
+        try:
+            sel.unregister(c.sock)
+        except (KeyError, ValueError):
+            pass
+        c.sock.close()
+    sel.close()
 
 
 def stream_scheduled(ep: Endpoint, bodies: list[bytes], offsets: list[float], request_timeout: float,
@@ -531,21 +543,9 @@ def stream_scheduled(ep: Endpoint, bodies: list[bytes], offsets: list[float], re
             if now < next_check:
                 continue
             next_check = now + CHECK_S
-            for fd, c in list(conns.items()):
-                if now >= c.deadline:
-                    c.raw.transport_error = f"request timed out after {request_timeout:g} s (--request-timeout)"
-                    drop(fd, c)
-            if conns and all(now - c.last_byte >= stall_timeout for c in conns.values()):
-                raise Abort(f"server stalled: no bytes for {stall_timeout:g} s (--stall-timeout) "
-                            f"on {len(conns)} open request(s)")
+            _expire(sel, conns, now, request_timeout, stall_timeout)
     finally:
-        for c in conns.values():
-            try:
-                sel.unregister(c.sock)
-            except (KeyError, ValueError):
-                pass
-            c.sock.close()
-        sel.close()
+        _close_all(sel, conns)
     return results, t0
 
 

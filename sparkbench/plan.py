@@ -70,6 +70,7 @@ VARIABLES: dict[str, Any] = {
     "bench_force": False,
     "bench_bracket": True,
     "bench_cluster": "",
+    "bench_workloads": "standard",
     "vllm_server_host": "127.0.0.1",
     "vllm_server_port": 8000,
     "vllm_server_container_prefix": "sparkbench-vllm",

@@ -18,6 +18,13 @@ Rules (units: tokens, requests, seconds, GB, GB/s):
   half-width (measure.py ``--target-precision``)
 * ``llm_bench_max_runs``: null (4 × runs) or a whole number >= ``llm_bench_runs``; only with a
   target precision (measure.py ``--max-runs``)
+* ``llm_bench_rates``: list of request rates > 0 [requests/s] or ``inf`` (``[]`` = no arrival-rate
+  phase); ``bench_workloads: serving`` turns on ``SERVING_RATES`` when it is empty
+* ``llm_bench_rate_duration_s`` number > 0 [s]; ``llm_bench_rate_requests`` null (rate × duration)
+  or a whole number >= 1; ``llm_bench_burstiness`` number > 0 (1 = Poisson); ``llm_bench_rate_seed``
+  whole number >= 0; ``llm_bench_rate_search`` null (off) or a share in (0, 1]
+* ``llm_bench_slo``: a mapping with any of ``ttft``, ``tpot``, ``e2e`` [s], each a number >= 0
+  (goodput counts the requests meeting every one)
 * model profiles: ``download_size_gb``, ``total_params_b``, ``active_params_b``, ``weight_bits``,
   ``max_model_len`` numbers > 0 when present; ``gated`` / ``hybrid`` booleans; ``revision`` a
   non-empty string
@@ -138,6 +145,7 @@ def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, An
             bad = _bad_item(settings[key], minimum)
             if bad is not _OK:
                 errors.append(f"llm_bench_{key} has {bad!r}; it must be {what}")
+    errors += _rate_errors(settings)
     for model, prof in (model_profiles or {}).items():
         where = f"profiles/models/{str(model).replace('/', '__')}.json"
         if not isinstance(prof, Mapping):
@@ -163,6 +171,45 @@ def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, An
     return errors
 
 
+def _rate_errors(settings: Mapping[str, Any]) -> list[str]:
+    """The arrival-rate settings' problems (see the module docstring)."""
+    errors: list[str] = []
+    rates = _int_list(settings.get("rates", [])) if "rates" in settings else []
+    if rates is None:
+        errors.append(f"llm_bench_rates is {settings['rates']!r}; it must be a list of request rates > 0 per second "
+                      "(e.g. [0.5, 1, 2]) or [] for none")
+    else:
+        for r in rates:
+            x = None if str(r).strip().lower() == "inf" else _as_number(r)
+            if str(r).strip().lower() != "inf" and (x is None or x <= 0 or not math.isfinite(x)):
+                errors.append(f"llm_bench_rates has {r!r}; each rate must be a number of requests per second > 0 "
+                              "or inf (e.g. [0.5, 1, 2])")
+                break
+    for key, what in (("rate_duration_s", "a number of seconds > 0 (e.g. 30)"), ("burstiness", "a number > 0 (1 = Poisson)")):
+        if key in settings and ((x := _as_number(settings[key])) is None or x <= 0):
+            errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be {what}")
+    req = _optional(settings.get("rate_requests"))
+    if req is not None and ((n := _as_int(req)) is None or n < 1):
+        errors.append(f"llm_bench_rate_requests is {req!r}; it must be null (rate × llm_bench_rate_duration_s) "
+                      "or a whole number >= 1")
+    if "rate_seed" in settings and ((n := _as_int(settings["rate_seed"])) is None or n < 0):
+        errors.append(f"llm_bench_rate_seed is {settings['rate_seed']!r}; it must be a whole number >= 0")
+    search = _optional(settings.get("rate_search"))
+    if search is not None and ((x := _as_number(search)) is None or not 0 < x <= 1):
+        errors.append(f"llm_bench_rate_search is {search!r}; it must be null (off) or a share of requests meeting "
+                      "the SLO in (0, 1] (e.g. 0.9)")
+    slo = settings.get("slo", DEFAULTS["slo"])
+    if not isinstance(slo, Mapping) or not slo:
+        errors.append(f"llm_bench_slo is {slo!r}; it must be a mapping of ttft / tpot / e2e to seconds "
+                      "(e.g. {ttft: 2, tpot: 0.05, e2e: 30})")
+    else:
+        for key, value in slo.items():
+            x = _as_number(value)
+            if key not in ("ttft", "tpot", "e2e") or x is None or x < 0:
+                errors.append(f"llm_bench_slo has {key}: {value!r}; use ttft, tpot or e2e with a number of seconds >= 0")
+    return errors
+
+
 #: Every measurement setting, its default (roles/llm_bench/defaults/main.yml documents each) and
 #: the measure.py option it becomes (None: handled by measure_argv itself).
 DEFAULTS: dict[str, Any] = {
@@ -179,15 +226,46 @@ DEFAULTS: dict[str, Any] = {
     "stall_timeout_s": 60,
     "target_precision_pct": None,
     "max_runs": None,
+    "rates": [],
+    "rate_duration_s": 30,
+    "rate_requests": None,
+    "burstiness": 1.0,
+    "rate_seed": 0,
+    "slo": {"ttft": 2.0, "tpot": 0.05, "e2e": 30.0},
+    "rate_search": None,
 }
+
+#: The arrival rates of ``bench_workloads: serving`` when ``llm_bench_rates`` is empty
+#: [requests/s]: from a light load to beyond what one Spark serves with 256-token answers.
+SERVING_RATES = [0.25, 0.5, 1.0, 2.0]
+#: The workloads ``bench_workloads`` may name (a string or a list).
+WORKLOADS = ("standard", "serving")
 _OPTIONS = {"output_tokens": "--output-tokens", "runs": "--runs", "warmup": "--warmup",
             "quality_max_tokens": "--quality-max-tokens", "telemetry": "--telemetry",
             "request_timeout_s": "--request-timeout", "stall_timeout_s": "--stall-timeout"}
 
 
+def workloads(variables: Mapping[str, Any]) -> list[str]:
+    """``bench_workloads`` as a list (``standard`` when unset); an unknown name is an input error."""
+    from .errors import InputError
+
+    raw = variables.get("bench_workloads") or "standard"
+    names = [w.strip() for w in raw.split(",")] if isinstance(raw, str) else [str(w).strip() for w in raw]
+    unknown = [w for w in names if w not in WORKLOADS]
+    if unknown:
+        raise InputError(f"bench_workloads has {', '.join(unknown)}; use {' or '.join(WORKLOADS)} "
+                         "(e.g. -e bench_workloads=serving for the arrival-rate sweep with SLO goodput)")
+    return [w for w in names if w]
+
+
 def from_vars(variables: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings from Ansible variables named ``llm_bench_<key>`` (defaults for missing ones)."""
-    return {key: variables.get(f"llm_bench_{key}", default) for key, default in DEFAULTS.items()}
+    """The settings from Ansible variables named ``llm_bench_<key>`` (defaults for missing ones);
+    ``bench_workloads: serving`` adds the arrival-rate phase (``SERVING_RATES``) unless
+    ``llm_bench_rates`` lists rates itself."""
+    out = {key: variables.get(f"llm_bench_{key}", default) for key, default in DEFAULTS.items()}
+    if "serving" in workloads(variables) and not (_int_list(out["rates"]) or []):
+        out["rates"] = list(SERVING_RATES)
+    return out
 
 
 def _bool(value: Any) -> bool:
@@ -212,6 +290,14 @@ def normalize(settings: Mapping[str, Any]) -> dict[str, Any]:
     target, max_runs = _optional(raw["target_precision_pct"]), _optional(raw["max_runs"])
     out["target_precision_pct"] = None if target is None else float(target)
     out["max_runs"] = None if max_runs is None else int(max_runs)
+    out["rates"] = ["inf" if str(r).strip().lower() == "inf" else float(r) for r in (_int_list(raw["rates"]) or [])]
+    out["rate_duration_s"] = float(raw["rate_duration_s"])
+    req, search = _optional(raw["rate_requests"]), _optional(raw["rate_search"])
+    out["rate_requests"] = None if req is None else int(req)
+    out["burstiness"] = float(raw["burstiness"])
+    out["rate_seed"] = int(raw["rate_seed"])
+    out["slo"] = {str(k): float(v) for k, v in dict(raw["slo"] or {}).items()}
+    out["rate_search"] = None if search is None else float(search)
     return out
 
 
@@ -242,4 +328,13 @@ def measure_argv(settings: Mapping[str, Any], *, python: str, script: str, base_
     if s["target_precision_pct"] is not None:
         argv += ["--target-precision", f"{s['target_precision_pct']:g}",
                  "--max-runs", str(s["max_runs"] or 4 * s["runs"])]
+    if s["rates"]:  # the arrival-rate phase (bench_workloads: serving)
+        argv += ["--rate", ",".join(r if r == "inf" else f"{r:g}" for r in s["rates"]),
+                 "--rate-duration", f"{s['rate_duration_s']:g}", "--burstiness", f"{s['burstiness']:g}",
+                 "--rate-seed", str(s["rate_seed"]),
+                 "--slo", ",".join(f"{k}={v:g}" for k, v in s["slo"].items())]
+        if s["rate_requests"] is not None:
+            argv += ["--rate-requests", str(s["rate_requests"])]
+        if s["rate_search"] is not None:
+            argv += ["--rate-search", f"{s['rate_search']:g}"]
     return argv

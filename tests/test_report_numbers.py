@@ -36,9 +36,10 @@ def fleet():
 
 
 def test_fixtures_are_labelled_seed_or_synthetic():
+    # simulated-run: a real run of the simulator copied as written (tests/fixtures/runs/README.md)
     for p in RUNS.glob("*/*/*.json"):
         doc = json.loads(p.read_text(encoding="utf-8"))
-        assert doc.get("_fixture") in ("seed", "synthetic"), p
+        assert doc.get("_fixture") in ("seed", "synthetic", "simulated-run"), p
 
 
 def test_seed_table_speedups_and_tokens_per_step(seed):

@@ -236,6 +236,31 @@ def history_lines(trends: dict[str, list[dict]] | None, out_dir: Path, max_hosts
     return {"name": "history", "path": _save(fig, out_dir / "history.png"), "title": title, "data": data}
 
 
+def goodput_curves(results: list[dict], out_dir: Path) -> dict:
+    """Goodput against the arrival rate, one line per unit × variant (the dashed diagonal: every
+    request good). data: {label: [[rate, goodput], ...]}; nothing is drawn without a rate phase."""
+    data: dict[str, list[list[float]]] = {}
+    for r in results:
+        pts = sorted([float(x["rate"]), float(x["goodput"])] for x in nb.rates_of(r)
+                     if isinstance(x.get("rate"), (int, float)) and x.get("goodput") is not None)
+        if pts:
+            data[f"{nb.unit_of(r)}/{nb.variant_name(r)}"] = pts
+    title = _title("Goodput (requests/s meeting every SLO) by arrival rate", results)
+    if not data:
+        return {"name": "goodput", "path": None, "title": title, "data": data}
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    top = max(p[0] for pts in data.values() for p in pts)
+    ax.plot([0, top], [0, top], linestyle="--", color="grey", linewidth=0.8, label="every request good")
+    for label, pts in data.items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ax.set_xlabel("arrival rate (requests/s)")
+    ax.set_ylabel("goodput (requests/s)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return {"name": "goodput", "path": _save(fig, out_dir / "goodput.png"), "title": title, "data": data}
+
+
 def all_charts(results: list[dict], out_dir: Path, fleet: dict | None = None,
                builds_order: list[str] | None = None, trends: dict[str, list[dict]] | None = None) -> list[dict]:
     """Every chart, in report order (entries with ``path`` None were not drawn); ``trends`` are
@@ -243,4 +268,5 @@ def all_charts(results: list[dict], out_dir: Path, fleet: dict | None = None,
     cluster is not a peer of one Spark)."""
     one_unit = [r for r in results if not nb.is_cluster(r)]
     return [mtp_uplift(results, out_dir), build_vs_build(results, out_dir, builds_order),
-            parallel_scaling(results, out_dir), fleet_bars(one_unit, out_dir, fleet), history_lines(trends, out_dir)]
+            parallel_scaling(results, out_dir), fleet_bars(one_unit, out_dir, fleet), history_lines(trends, out_dir),
+            goodput_curves(results, out_dir)]

@@ -107,6 +107,7 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
         raise ReportError(str(exc)) from None
     man_summary, man_tables = sections.manifest(results)
     cluster_entries, cluster_tables = sections.clusters(results)  # each cluster's nodes, placement and link
+    serving_entries, serving_lines, serving_table = sections.serving(results)  # goodput by arrival rate
     from . import charts as charts_mod  # matplotlib: imported only when there is a report to draw
 
     out_dir = run.path
@@ -119,7 +120,7 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     summary += [f"{x['host']}: no results — {x['reason']}" for x in missing]
     summary += [f"{p['host']}/{p['variant']}: run protocol — {fl.get('reason')}"  # sections.protocol_table
                 for p in data.get("protocol") or [] for fl in p["flags"]]
-    summary += drift_lines
+    summary += drift_lines + serving_lines
     all_tables = list(host_tabs)
     if missing:
         all_tables.append(Table("hosts_without_results", "Hosts without results", ["host", "reason"],
@@ -128,6 +129,8 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
         all_tables.append(h2h_table)
     if cvu_table:
         all_tables.append(cvu_table)
+    if serving_table:
+        all_tables.append(serving_table)
     all_tables += fleet_tables + rc_tables + drift_tables + extra_tabs + man_tables + cluster_tables
     all_tables += [t for t in [sections.kernels_table(results)] if t]  # the kernels vLLM chose (engine_log)
     all_tables += sections.history_trend(run.path, results, trends)  # the hosts' trend over stored runs
@@ -144,6 +147,8 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
            "failures": data["failures"], "protocol": data.get("protocol") or [], "hosts_without_results": missing, "head_to_head": h2h_data, "fleet": fleet_data,
            "run_compare": rc_data, "baseline_run_id": base.run_id if base else None, "drift": drift,
            "manifest": man_summary, "charts": charts, "tables": [t.as_dict() for t in all_tables]}
+    if serving_entries:  # runs with an arrival-rate phase only (bench_workloads: serving)
+        doc["serving"] = serving_entries
     if cluster_entries:  # runs with a cluster only: one-unit runs keep their results.json as it was
         doc["cluster_vs_unit"] = cvu_data
         doc["clusters"] = cluster_entries

@@ -595,3 +595,28 @@ def report_tables(results: list[dict]) -> dict:
             "protocol": protocol_rows(ordered),
             "simulated": any(is_simulated(r) for r in ordered),
             "backends": sorted({b for b in (backend_of(r) for r in ordered) if b})}
+
+
+#: The share of a rate's requests that must meet every SLO for the rate to count as served
+#: (``rate_search.target_share`` of the run when measure.py searched, else this).
+SLO_TARGET_SHARE = 0.9
+
+
+def rates_of(result: dict) -> list[dict]:
+    """The arrival-rate phase's entries of a result (measure.py ``rates``), [] when it did not run."""
+    rates = result.get("rates") if isinstance(result, dict) else None
+    return [r for r in rates if isinstance(r, dict)] if isinstance(rates, list) else []
+
+
+def highest_rate_meeting_slo(result: dict) -> tuple[float | None, float]:
+    """(the highest arrival rate [requests/s] whose ``slo_met_share`` reached the target share,
+    the target share): measure.py's search result when it searched, else the highest listed rate
+    that met ``SLO_TARGET_SHARE``; None when none did."""
+    search = result.get("rate_search") if isinstance(result.get("rate_search"), dict) else None
+    target = float(search.get("target_share")) if search and search.get("target_share") is not None else SLO_TARGET_SHARE
+    if search and search.get("best_rate") is not None:
+        return float(search["best_rate"]), target
+    met = [float(r["rate"]) for r in rates_of(result)
+           if isinstance(r.get("rate"), (int, float)) and r.get("slo_met_share") is not None
+           and float(r["slo_met_share"]) >= target]
+    return (max(met) if met else None), target

@@ -699,3 +699,55 @@ def kernels_table(results: list[dict]) -> Table | None:
         notes.append("simulated rows: the simulator prints these lines in vLLM's formats from its flags and "
                      "profiles; they describe the simulation, not a GPU")
     return Table("kernels", sim("Kernels vLLM chose", simulated), KERNEL_HEADERS, rows, notes)
+
+
+def serving(results: list[dict]) -> tuple[list[dict], list[str], Table | None]:
+    """(one entry per unit × variant with an arrival-rate phase, summary sentences, the "Serving:
+    goodput by arrival rate" table or None). Per rate: achieved request rate, output tok/s, TTFT
+    p50/p90, TPOT p90, end-to-end p90, the client's schedule error p99, the share of requests meeting
+    every SLO and the goodput; per variant the highest rate meeting the SLO for the target share."""
+    entries, rows, lines = [], [], []
+    simulated = False
+    for r in n.sort_results(results):
+        rates = n.rates_of(r)
+        if not rates:
+            continue
+        simulated = simulated or n.is_simulated(r)
+        best, target = n.highest_rate_meeting_slo(r)
+        slo = next((x.get("slo") for x in rates if x.get("slo")), None) or {}
+        slo_text = ", ".join(f"{k} ≤ {v:g} s" for k, v in slo.items()) or "no SLO"
+        unit = n.unit_of(r)
+        entries.append({"unit": unit, "host": n.host_of(r), "variant": n.variant_name(r), "best_rate": best,
+                        "target_share": target, "slo": slo, "rates": [
+                            {k: x.get(k) for k in ("rate", "requests", "achieved_rate", "output_tok_s", "goodput",
+                                                   "slo_met_share", "ttft_s", "tpot_s", "e2e_s", "schedule_error_ms",
+                                                   "search", "replay")} for x in rates]})
+        for x in rates:
+            pick = lambda key, q: (x.get(key) or {}).get(q) if isinstance(x.get(key), dict) else None  # noqa: E731
+            err = pick("schedule_error_ms", "p99")
+            rows.append([unit, sim(n.variant_name(r), n.is_simulated(r)),
+                         text(x.get("replay") and "replay") if x.get("replay") else
+                         (f"{x['rate']:g}" if isinstance(x.get("rate"), (int, float)) else text(x.get("rate")))
+                         + (" (search)" if x.get("search") else ""),
+                         text(x.get("requests")), f(x.get("achieved_rate"), 2), f(x.get("output_tok_s"), 1),
+                         f(pick("ttft_s", "p50"), 3), f(pick("ttft_s", "p90"), 3), f(pick("tpot_s", "p90"), 4),
+                         f(pick("e2e_s", "p90"), 2), f(err, 3),
+                         DASH if x.get("slo_met_share") is None else f"{100 * float(x['slo_met_share']):.0f} %",
+                         f(x.get("goodput"), 2),
+                         DASH if best is None else f"{best:g}"])
+        lines.append(f"{unit}/{n.variant_name(r)}: highest arrival rate meeting the SLO ({slo_text}) for "
+                     f"≥ {100 * target:.0f} % of requests: "
+                     + (f"{best:g} requests/s" if best is not None else "none of the rates tried"))
+    if not rows:
+        return [], [], None
+    table = Table("serving", sim("Serving: goodput by arrival rate", simulated),
+                  ["host", "variant", "rate req/s", "requests", "achieved req/s", "output tok/s", "TTFT p50 s",
+                   "TTFT p90 s", "TPOT p90 s", "e2e p90 s", "schedule error p99 ms", "met SLO", "goodput req/s",
+                   "highest rate meeting SLO"], rows,
+                  ["requests arrive by a Poisson process (gamma with --burstiness) at each rate, each with the "
+                   "forced output length; a request is good when it completed and every SLO holds (vLLM bench "
+                   "serve's --goodput, in seconds); goodput = good requests / (last completion − first send); "
+                   "met SLO = good / requests; highest rate meeting SLO = measure.py's search result, else the "
+                   f"highest listed rate whose share reached {100 * n.SLO_TARGET_SHARE:.0f} %; schedule error = "
+                   "actual send − scheduled send (docs/MEASUREMENT.md)"])
+    return entries, lines, table
