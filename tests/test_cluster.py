@@ -1,6 +1,6 @@
 """sparkbench.cluster (spec, ray status, check, result block), the Ray known issues and the
 ray_cluster filter adapters. The role itself runs on a real two-node Ray cluster in
-tests/test_playbook_pair.py (bench.yml -l sim_pair: start, check, a worker that cannot join, stop).
+tests/test_sim_pair_playbook.py (bench.yml -l sim_pair: start, check, a worker that cannot join, stop).
 
 The ``ray status`` fixtures: ``STATUS_2X`` is the sample of shared/reference/multispark.md §8
 verbatim (Ray 2.60.0, two CPU-only nodes); ``STATUS_2X_V`` was printed by ``ray status -v`` of

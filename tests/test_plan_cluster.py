@@ -1,5 +1,5 @@
 """Clusters in the plan (pure functions, no Ansible run; the end-to-end run is
-tests/test_playbook_pair.py): which host plans a cluster variant, how it is launched, what a
+tests/test_sim_pair_playbook.py): which host plans a cluster variant, how it is launched, what a
 worker provisions, and what a host without a cluster says about a TP=2 variant."""
 from __future__ import annotations
 

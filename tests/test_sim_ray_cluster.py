@@ -4,7 +4,7 @@ each `ray start --num-gpus=1`) on the Docker network sparkbench-simtest, `vllm s
 
 Checks: the placement group and one worker actor per node in /sim/info, `ray status` 2.0/2.0 GPU
 while serving, a streamed completion, `ray stop` in the worker kills the engine within 30 s with
-vLLM's lines (the worker's container killed mid-measurement: tests/test_playbook_pair.py); a
+vLLM's lines (the worker's container killed mid-measurement: tests/test_sim_pair_playbook.py); a
 one-node cluster asked for TP=2 warns, waits for the placement group and fails at VLLM_SIM_PG_TIMEOUT_S. Skips (with the reason) without Docker or without the image
 (scripts/build_sim_ray_image.sh builds it).
 """

@@ -14,7 +14,9 @@ Three runs (real Docker, real Ray, real ansible-playbook):
    the join timeout, before a model loads.
 
 The simulated pair's Ray containers and ports are the inventory's (8110-8112, 172.31.250.0/24):
-``flock /tmp/sim_pair.lock`` keeps two of these runs apart.
+``flock /tmp/sim_pair.lock`` keeps two of these runs apart. The file sorts after
+tests/test_real_vllm_e2e.py on purpose: that test's TPOT truth check, which needs a quiet 2-core
+machine, failed twice when it ran right after these Docker-heavy runs.
 """
 from __future__ import annotations
 
