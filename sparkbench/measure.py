@@ -1916,14 +1916,17 @@ def protocol_flags(clock: dict[str, Any] | None, swap: dict[str, Any] | None,
 # --------------------------------------------------------------------------------------------
 
 
-def _number(kind: type, minimum: float, strict: bool, what: str, name: str) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` (int or float) at least ``minimum`` (above it when ``strict``)."""
+def _number(kind: type, minimum: float, strict: bool, what: str, name: str, maximum: float | None = None,
+            allow_inf: bool = False) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` (int or float) at least ``minimum`` (above it when ``strict``), at
+    most ``maximum`` when given; NaN never, infinity only with ``allow_inf``."""
     def conv(text: str) -> Any:
         try:
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
-        if (v <= minimum if strict else v < minimum) or (isinstance(v, float) and math.isinf(v)):
+        bad_float = isinstance(v, float) and (math.isnan(v) or (math.isinf(v) and not allow_inf))
+        if (v <= minimum if strict else v < minimum) or bad_float or (maximum is not None and v > maximum):
             raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
         return v
     conv.__name__ = name
@@ -2034,17 +2037,7 @@ def _rate_list(text: str) -> list[float]:
 _rate_list.__name__ = "rate list"
 
 
-def _burstiness(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number (1 = Poisson) or inf, got {text!r}") from None
-    if math.isnan(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number (1 = Poisson) or inf, got {text!r}")
-    return v
-
-
-_burstiness.__name__ = "burstiness"
+_burstiness = _number(float, 0.0, True, "a positive number (1 = Poisson) or inf", "burstiness", allow_inf=True)
 
 
 def _slo(text: str) -> dict[str, float]:
@@ -2070,17 +2063,7 @@ def _slo(text: str) -> dict[str, float]:
 _slo.__name__ = "SLO"
 
 
-def _share(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (e.g. 0.9), got {text!r}") from None
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (e.g. 0.9), got {text!r}")
-    return v
-
-
-_share.__name__ = "share"
+_share = _number(float, 0.0, True, "a share between 0 and 1 (e.g. 0.9)", "share", maximum=1.0)
 
 
 def load_replay(path: str) -> list[dict[str, Any]]:
