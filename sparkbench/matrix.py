@@ -205,3 +205,47 @@ def variant_matrix(builds: Sequence[Mapping[str, Any]], configs: Sequence[Mappin
         variants = [v for v in variants if v["name"] in wanted]
     return variants
 
+
+
+#: The name suffix and the flag of the prefix-caching pair ``bench_workloads: serving`` adds.
+NOPREFIX_SUFFIX = "-noprefix"
+NOPREFIX_ARGS = {"enable-prefix-caching": False}
+
+
+def noprefix_variants(builds: Sequence[Mapping[str, Any]], configs: Sequence[Mapping[str, Any]] | None,
+                      extra_variants: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The prefix-caching pair of ``bench_workloads: serving``: per build, an extra variant
+    ``<build>-<first config>-noprefix``, the same as ``<build>-<first config>`` but with
+    ``--no-enable-prefix-caching`` (``bench_common_args`` turns caching on for every variant), so
+    the report can compare TTFT and prefill with and without it. Builds already given such a
+    variant in ``bench_extra_variants`` (by name) get none."""
+    first = (configs or [{"name": "default"}])[0]
+    cname = str(first.get("name", "default")) if isinstance(first, Mapping) else "default"
+    taken = {str(e.get("name")) for e in (extra_variants or []) if isinstance(e, Mapping)}
+    out = []
+    for build in builds or []:
+        if not isinstance(build, Mapping) or not build.get("name"):
+            continue
+        name = f"{build['name']}-{cname}{NOPREFIX_SUFFIX}"
+        if name not in taken:
+            out.append({"name": name, "build": build["name"], "config": cname, "args": dict(NOPREFIX_ARGS),
+                        "description": f"{build['name']}-{cname} with prefix caching off (the serving pair)"})
+    return out
+
+
+def with_tool_flags(variant: Mapping[str, Any], model_profile: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The variant with the server flags the tool-call check needs:
+    ``--enable-auto-tool-choice --tool-call-parser <the model profile's tool_call_parser>``
+    (vLLM's parser for the model's native call format; ``../shared/reference/serving-workloads.md``
+    §6). Every tool choice needs both on vLLM 0.32, measured on its CPU build: without a parser
+    ``required`` and named choices are refused too (HTTP 400 ``tool_choice="required" requires
+    --tool-call-parser to be set``), and the parser is only loaded with
+    ``--enable-auto-tool-choice``. A parser the variant names itself wins; a profile without one
+    leaves the variant as it is (the plan's preflight then refuses the check with the fix)."""
+    args = dict(variant.get("args") or {})
+    parser = (model_profile or {}).get("tool_call_parser")
+    if args.get("tool-call-parser") is None and parser:
+        args["tool-call-parser"] = parser
+    if args.get("tool-call-parser") is not None and args.get("enable-auto-tool-choice") is None:
+        args["enable-auto-tool-choice"] = True
+    return {**variant, "args": args}

@@ -28,9 +28,14 @@ Definitions (docs/MEASUREMENT.md has the full text):
   the last send is at N/rate; per request TPOT = (e2e - ttft)/(n - 1) (0 when n <= 1); good = completed
   and every --slo metric <= its limit; goodput = good / (last completion - first send);
   slo_met_share = good / requests; schedule error = actual send - scheduled send.
+* tool calls (--tools, BFCL-AST buckets): per prompt pass, skipped (a no-call prompt under a forced
+  tool_choice) or fail with the first bucket that applies: request_error, unparsed,
+  should_not_have_called, wrong_tool, param_type_error (vs the tool's JSON schema),
+  param_value_error (vs the acceptable values); parallel calls match in any order.
 
 Exit codes: 0 complete, 1 failed (no single-stream request succeeded), 2 bad arguments or server
-unreachable, 3 incomplete (server died or stalled, SIGINT/SIGTERM, an arrival-rate request failed).
+unreachable, 3 incomplete (server died or stalled, SIGINT/SIGTERM, an arrival-rate request failed,
+every tool-call request failed).
 """
 from __future__ import annotations
 
@@ -1121,6 +1126,59 @@ def chat_body(model: str, messages: list[dict[str, Any]], max_tokens: int, force
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
+# --------------------------------------------------------------------------------------------
+# Prefix-cache and multi-turn workloads (docs/MEASUREMENT.md "Prefix caching", "Multi-turn")
+# --------------------------------------------------------------------------------------------
+
+PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries")
+PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits")
+
+
+def prefix_cache_counters(samples: list[tuple[str, dict[str, str], float]]
+                          ) -> tuple[tuple[float, float] | None, str | None]:
+    """((queries, hits), None) from vLLM's ``vllm:prefix_cache_queries`` / ``_hits`` (tokens),
+    summed over label sets; ``_total`` (the exposition's counter name) or the bare name;
+    (None, why) when the server exposes neither."""
+    q = [v for name, _l, v in samples if name in PREFIX_QUERIES]
+    h = [v for name, _l, v in samples if name in PREFIX_HITS]
+    if not q or not h:
+        return None, "the server exposes no vllm:prefix_cache_queries / vllm:prefix_cache_hits counters"
+    return (sum(q), sum(h)), None
+
+
+def cached_tokens(usage: dict[str, Any] | None) -> int | None:
+    """usage.prompt_tokens_details.cached_tokens when the server sent it (vLLM: only with
+    --enable-prompt-tokens-details, and only when some tokens were cached), else None."""
+    det = (usage or {}).get("prompt_tokens_details")
+    v = det.get("cached_tokens") if isinstance(det, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _prose(chars: int, rng: random.Random) -> str:
+    """About ``chars`` characters of real prose from the passages, starting at a random one."""
+    parts: list[str] = []
+    total = 0
+    k = rng.randrange(len(PASSAGES))
+    while total < chars:
+        parts.append(PASSAGES[k % len(PASSAGES)])
+        total += len(parts[-1]) + 1
+        k += 1
+    return " ".join(parts)[:max(chars, 1)]
+
+
+def suffix_prompt(chars: int, rng: random.Random) -> str:
+    """A prefix-phase user message: a unique tag first (no two requests share it), then prose."""
+    head = f"Request {make_nonce(rng)}. About the document above: "
+    return head + _prose(max(chars - len(head) - 40, 1), rng) + " Answer in one sentence."
+
+
+def turn_prompt(turn: int, chars: int, rng: random.Random) -> str:
+    """A multi-turn user message: the first starts with a unique tag (each conversation its own
+    history, none shared with another run), every turn brings about ``chars`` characters of prose."""
+    head = (f"Conversation {make_nonce(rng)}. " if turn == 1 else "") + f"Turn {turn}. Here are more notes: "
+    return head + _prose(max(chars - len(head) - 40, 1), rng) + " What stands out so far?"
+
+
 def count_waves(spans: list[tuple[float, float]]) -> tuple[int, int]:
     """(waves, queued) of one parallel wave from each request's (t_first, t_last).
 
@@ -1967,6 +2025,8 @@ def _int_list(minimum: int, what: str) -> Callable[[str], list[int]]:
 # --------------------------------------------------------------------------------------------
 
 RATE_SEARCH_STEPS = 6  # extra rates --rate-search may try after the listed ones
+CONCURRENCY_SEARCH_STEPS = 8  # levels --search-by concurrency may try in all
+CONCURRENCY_SEARCH_MAX = 256  # the highest in-flight level it tries
 SLO_KEYS = ("ttft", "tpot", "e2e")
 
 
@@ -2300,9 +2360,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate-search", type=_share, default=None, metavar="TARGET",
                    help=f"after the --rate list, try up to {RATE_SEARCH_STEPS} more rates to find the highest "
                         "whose slo_met_share >= TARGET (0-1; needs --slo and --rate)")
+    p.add_argument("--search-by", choices=["rate", "concurrency"], default="rate",
+                   help="what --rate-search varies: the arrival rate (default), or the number of requests in "
+                        "flight (closed loop: rate inf with --rate-max-concurrency N; starts at "
+                        f"--rate-max-concurrency or 1, at most {CONCURRENCY_SEARCH_STEPS} levels up to "
+                        f"{CONCURRENCY_SEARCH_MAX}; --rate-requests per level, default max(8, 4 N))")
     p.add_argument("--replay", default=None, metavar="FILE.jsonl",
                    help="arrival-rate phase from a workload file: lines {offset_s, prompt | prompt_tokens, "
                         "output_tokens}, each sent at its offset")
+    p.add_argument("--tools", action="store_true",
+                   help="run the tool-call check (prompts and tools from --tools-file; BFCL-style verdicts)")
+    p.add_argument("--tools-skip", default=None, metavar="REASON",
+                   help="with --tools: send nothing and record every prompt as skipped with REASON (the plan's "
+                        "refusal of a check the server cannot answer, e.g. no tool-call parser, with its fix)")
+    p.add_argument("--tools-file", default=None, metavar="FILE",
+                   help="tools and prompts (default: tools.json beside this script, else ../profiles/tools.json)")
+    p.add_argument("--tool-choice", choices=["auto", "required", "named"], default="auto",
+                   help="tool_choice of the check's requests: auto (needs the server's --enable-auto-tool-choice "
+                        "--tool-call-parser), required or named (structured outputs; prompts that need no call "
+                        "are skipped) (default auto)")
+    p.add_argument("--tools-max-tokens", type=_positive_int("tools-max-tokens"), default=512,
+                   help="max_tokens of each tool-call request (default 512)")
+    p.add_argument("--prefix-tokens", type=_non_negative_int, default=0, metavar="N",
+                   help="prefix-cache phase: tokens of the system prompt every request shares "
+                        "(default 0 = off)")
+    p.add_argument("--prefix-requests", type=_positive_int("prefix-requests"), default=8, metavar="N",
+                   help="prefix-cache requests, sent one at a time; the first is cold (default 8)")
+    p.add_argument("--prefix-suffix-tokens", type=_positive_int("prefix-suffix-tokens"), default=64, metavar="N",
+                   help="each prefix-cache request's own user suffix in tokens (default 64)")
+    p.add_argument("--prefix-output-tokens", type=_positive_int("prefix-output-tokens"), default=16, metavar="N",
+                   help="tokens forced per prefix-cache request (default 16)")
+    p.add_argument("--turns", type=_non_negative_int, default=0, metavar="N",
+                   help="multi-turn phase: turns per conversation, each re-sending the history "
+                        "(default 0 = off)")
+    p.add_argument("--conversations", type=_positive_int("conversations"), default=2, metavar="N",
+                   help="multi-turn conversations, interleaved round robin (default 2)")
+    p.add_argument("--turn-tokens", type=_positive_int("turn-tokens"), default=256, metavar="N",
+                   help="new user tokens per turn (default 256)")
+    p.add_argument("--turn-output-tokens", type=_positive_int("turn-output-tokens"), default=64, metavar="N",
+                   help="tokens forced per turn's answer (default 64)")
     p.add_argument("--out", required=True, help="output JSON file, or - for stdout")
     return p
 
@@ -2323,6 +2419,285 @@ def load_quality(path: str) -> dict[str, Any]:
     if img is not None and not (isinstance(img, dict) and isinstance(img.get("colours"), dict) and img["colours"]):
         raise ValueError(f"--quality-file: {path}: 'image' needs a non-empty 'colours' object")
     return data
+
+
+# --------------------------------------------------------------------------------------------
+# Tool-call check (--tools): BFCL-AST style judging of OpenAI tool_calls
+
+TOOL_BUCKETS = ("unparsed", "wrong_tool", "param_type_error", "param_value_error", "should_not_have_called",
+                "request_error")
+TOOL_CATEGORIES = ("irrelevance", "simple", "multiple", "parallel")
+# Call-looking text left in ``content`` when no parser (or the wrong one) read it: Hermes/Qwen
+# JSON in <tool_call>, Qwen3 XML, gpt-oss harmony, Mistral [TOOL_CALLS], Llama <|python_tag|>,
+# a bare {"name": ..., "arguments"/"parameters": ...} object, a pythonic [fn(k=v)] list.
+TOOL_TEXT_RE = re.compile(
+    r"<tool_call>|</tool_call>|<function=|<parameter=|to=functions\.|<\|call\|>|\[TOOL_CALLS\]|<\|python_tag\|>"
+    r"|\{\s*\"name\"\s*:\s*\"[^\"]+\"\s*,\s*\"(?:arguments|parameters)\"\s*:|^\s*\[\s*[A-Za-z_]\w*\(\w+\s*=")
+TOOL_EXCERPT = 200
+
+
+def default_tools_file() -> str:
+    """tools.json next to this script (as Ansible copies it), else ../profiles/tools.json."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    beside = os.path.join(here, "tools.json")
+    if os.path.exists(beside):
+        return beside
+    return os.path.normpath(os.path.join(here, "..", "profiles", "tools.json"))
+
+
+def load_tools(path: str) -> dict[str, Any]:
+    """Read and sanity-check the tools file; raise ValueError with a one-line message."""
+    what = f"--tools-file: {path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{what} does not exist (give --tools-file PATH)") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--tools-file: cannot read {path}: {exc}") from None
+    tools = data.get("tools") if isinstance(data, dict) else None
+    if not isinstance(tools, list) or not tools:
+        raise ValueError(f"{what} needs a non-empty 'tools' list")
+    names = []
+    for t in tools:
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not (isinstance(fn, dict) and isinstance(fn.get("name"), str) and isinstance(fn.get("parameters"), dict)):
+            raise ValueError(f"{what}: each tool needs {{\"type\": \"function\", \"function\": {{\"name\", \"parameters\"}}}}")
+        names.append(fn["name"])
+    prompts = data.get("prompts")
+    if not isinstance(prompts, list) or not prompts:
+        raise ValueError(f"{what} needs a non-empty 'prompts' list")
+    for p in prompts:
+        if not isinstance(p, dict) or not p.get("id") or not (p.get("prompt") or p.get("messages")):
+            raise ValueError(f"{what}: each prompt needs 'id' and 'prompt' or 'messages'")
+        if p.get("category") not in TOOL_CATEGORIES:
+            raise ValueError(f"{what}: prompt {p['id']}: 'category' must be one of {', '.join(TOOL_CATEGORIES)}")
+        exp = p.get("expected")
+        if not isinstance(exp, list) or not all(isinstance(e, dict) and e.get("name") in names for e in exp):
+            raise ValueError(f"{what}: prompt {p['id']}: 'expected' must list calls of the file's tools")
+        for sub in p.get("tools") or []:
+            if sub not in names:
+                raise ValueError(f"{what}: prompt {p['id']}: offers unknown tool {sub!r}")
+    return data
+
+
+def prompt_tools(prompt: dict[str, Any], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tools a prompt offers: its 'tools' subset (by name), else all of them."""
+    sub = prompt.get("tools")
+    if not sub:
+        return list(tools)
+    return [t for t in tools if t["function"]["name"] in sub]
+
+
+def _json_type_ok(value: Any, typ: Any) -> bool:
+    """JSON-schema ``type`` check of a parsed JSON value (2.0 counts as an integer, booleans are
+    not numbers)."""
+    if isinstance(typ, list):
+        return any(_json_type_ok(value, t) for t in typ)
+    if typ == "string":
+        return isinstance(value, str)
+    if typ == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
+    if typ == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if typ == "boolean":
+        return isinstance(value, bool)
+    if typ == "array":
+        return isinstance(value, list)
+    if typ == "object":
+        return isinstance(value, dict)
+    if typ == "null":
+        return value is None
+    return True  # no type or an unknown one: not checked
+
+
+def schema_errors(args: dict[str, Any], params: dict[str, Any]) -> list[str]:
+    """Why ``args`` does not fit a tool's ``parameters`` schema (required, extra, type, enum,
+    minimum/maximum), one reason per problem; empty when it fits."""
+    props = params.get("properties") or {}
+    errs = [f"required argument {k!r} missing" for k in params.get("required") or [] if k not in args]
+    extra_ok = params.get("additionalProperties", False) is not False
+    for k, v in args.items():
+        sch = props.get(k)
+        if sch is None:
+            if not extra_ok:
+                errs.append(f"argument {k!r} is not in the schema")
+            continue
+        if "type" in sch and not _json_type_ok(v, sch["type"]):
+            errs.append(f"argument {k!r} = {json.dumps(v)[:60]} is not of type {sch['type']}")
+            continue
+        if "enum" in sch and v not in sch["enum"]:
+            errs.append(f"argument {k!r} = {json.dumps(v)[:60]} is not one of {sch['enum']}")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if "minimum" in sch and v < sch["minimum"]:
+                errs.append(f"argument {k!r} = {v} is below the minimum {sch['minimum']}")
+            if "maximum" in sch and v > sch["maximum"]:
+                errs.append(f"argument {k!r} = {v} is above the maximum {sch['maximum']}")
+    return errs
+
+
+def _value_matches(value: Any, acceptable: list[Any]) -> bool:
+    for want in acceptable:
+        if isinstance(want, str) and isinstance(value, str):
+            if value.strip().casefold() == want.strip().casefold():
+                return True
+        elif isinstance(want, (int, float)) and not isinstance(want, bool) and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            if math.isclose(float(value), float(want), rel_tol=1e-9, abs_tol=1e-9):
+                return True
+        elif value == want:
+            return True
+    return False
+
+
+def _judge_one(call: dict[str, Any], exp: dict[str, Any], schemas: dict[str, dict[str, Any]]) -> tuple[int, str, str]:
+    """(severity, bucket, reason) of one call against one expected call; severity 0 = pass."""
+    name = call["name"]
+    if name != exp["name"]:
+        why = "not an offered tool" if name not in schemas else "a different tool"
+        return 3, "wrong_tool", f"called {name!r} ({why}), expected {exp['name']!r}"
+    errs = schema_errors(call["arguments"], schemas.get(name) or {})
+    if errs:
+        return 2, "param_type_error", f"{name}: " + "; ".join(errs)
+    bad = []
+    for k, acceptable in (exp.get("arguments") or {}).items():
+        acceptable = acceptable if isinstance(acceptable, list) else [acceptable]
+        if k not in call["arguments"]:
+            if "" not in acceptable and None not in acceptable:
+                bad.append(f"{k!r} missing, expected one of {acceptable}")
+        elif not _value_matches(call["arguments"][k], acceptable):
+            bad.append(f"{k!r} = {json.dumps(call['arguments'][k])[:60]}, expected one of {acceptable}")
+    if bad:
+        return 1, "param_value_error", f"{name}: " + "; ".join(bad)
+    return 0, "", ""
+
+
+def _match_calls(calls: list[dict[str, Any]], expected: list[dict[str, Any]],
+                 schemas: dict[str, dict[str, Any]]) -> tuple[int, str, str]:
+    """Best assignment of calls to expected calls (any order): the worst pair of the assignment
+    with the least total severity; (severity, bucket, reason)."""
+    import itertools
+    best: tuple[int, int, str, str] | None = None
+    for perm in itertools.permutations(range(len(calls))):
+        judged = [_judge_one(calls[i], expected[j], schemas) for j, i in enumerate(perm)]
+        total = sum(s for s, _, _ in judged)
+        worst = max(judged, key=lambda x: x[0])
+        if best is None or total < best[0]:
+            best = (total, worst[0], worst[1], "; ".join(r for s, _, r in judged if s))
+        if total == 0:
+            break
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+def judge_tool_calls(prompt: dict[str, Any], tools: list[dict[str, Any]], message: dict[str, Any] | None,
+                     finish_reason: str | None) -> dict[str, Any]:
+    """Judge one chat completion ``message`` against the prompt's expected calls, BFCL-AST style.
+
+    Returns ``{"verdict": pass|fail, "bucket", "reason", "calls", "content_excerpt"}``. Buckets:
+    unparsed (no ``tool_calls`` but call-looking text in ``content``, arguments not a JSON object,
+    a malformed entry, or nothing at all because the output was cut at max_tokens), wrong_tool (wrong name or number of calls), param_type_error (an
+    argument missing, extra, of the wrong JSON type or outside its enum/range: the tool's schema),
+    param_value_error (schema-valid but not an acceptable value), should_not_have_called (a call
+    on a prompt that needs none). Parallel calls match in any order.
+    """
+    message = message if isinstance(message, dict) else {}
+    content = message.get("content") if isinstance(message.get("content"), str) else ""
+    expected = prompt.get("expected") or []
+    schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
+    out: dict[str, Any] = {"verdict": "pass", "bucket": None, "reason": None, "calls": [], "content_excerpt": None}
+
+    def fail(bucket: str, reason: str, excerpt: bool = False) -> dict[str, Any]:
+        out.update(verdict="fail", bucket=bucket, reason=reason)
+        if excerpt:
+            out["content_excerpt"] = content[:TOOL_EXCERPT]
+        return out
+
+    raw = message.get("tool_calls")
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        return fail("unparsed", f"tool_calls is a {type(raw).__name__}, not a list", excerpt=True)
+    calls: list[dict[str, Any]] = []
+    broken: list[str] = []
+    for i, tc in enumerate(raw):
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str) or not name:
+            out["calls"].append({"name": name if isinstance(name, str) else None,
+                                 "arguments": fn.get("arguments") if isinstance(fn, dict) else None})
+            broken.append(f"tool_calls[{i}] has no function name")
+            continue
+        args = fn.get("arguments")
+        parsed: Any = args
+        if isinstance(args, str):
+            try:
+                parsed = json.loads(args) if args.strip() else {}
+            except ValueError as exc:
+                out["calls"].append({"name": name, "arguments": args})
+                broken.append(f"{name}: arguments are not JSON ({exc})")
+                continue
+        if not isinstance(parsed, dict):
+            out["calls"].append({"name": name, "arguments": args})
+            broken.append(f"{name}: arguments are not a JSON object")
+            continue
+        out["calls"].append({"name": name, "arguments": parsed})
+        calls.append({"name": name, "arguments": parsed})
+    if broken:
+        return fail("unparsed", "; ".join(broken) + (" (finish_reason length: truncated)"
+                                                     if finish_reason == "length" else ""))
+    if not raw and TOOL_TEXT_RE.search(content or ""):
+        return fail("unparsed", "no tool_calls, but call-looking text in content (no tool-call parser, "
+                                "or one that does not read this model's format)"
+                    + (" (finish_reason length: truncated)" if finish_reason == "length" else ""), excerpt=True)
+    if not raw and expected and finish_reason == "length" and not (content or "").strip():
+        return fail("unparsed", "no tool_calls and no content: the output was cut at max_tokens before a call "
+                                "was complete (finish_reason length)", excerpt=True)
+    if not expected:
+        if calls:
+            return fail("should_not_have_called", f"{len(calls)} call(s) ({', '.join(c['name'] for c in calls)}) "
+                                                  "where none is needed")
+        return out
+    if len(calls) != len(expected):
+        got = ", ".join(c["name"] for c in calls) or "none"
+        trunc = " (finish_reason length: truncated)" if finish_reason == "length" else ""
+        return fail("wrong_tool", f"{len(calls)} call(s) ({got}), expected {len(expected)} "
+                                  f"({', '.join(e['name'] for e in expected)}){trunc}")
+    if len(calls) > 6:  # permutations stay cheap
+        return fail("wrong_tool", f"{len(calls)} calls: too many to match")
+    sev, bucket, reason = _match_calls(calls, expected, schemas)
+    if sev:
+        return fail(bucket, reason)
+    return out
+
+
+def tool_choice_body(choice: str, prompt: dict[str, Any]) -> Any:
+    """The request's ``tool_choice``: "auto", "required", or the prompt's first expected tool
+    named ({"type": "function", "function": {"name": ...}})."""
+    if choice == "named":
+        return {"type": "function", "function": {"name": prompt["expected"][0]["name"]}}
+    return choice
+
+
+def summarise_tools(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """passed/failed/skipped/total, by_category {cat: {passed, total}} (skipped prompts not in
+    total) and by_bucket {bucket: n} of the judged prompts."""
+    passed = sum(1 for e in entries if e["verdict"] == "pass")
+    failed = sum(1 for e in entries if e["verdict"] == "fail")
+    skipped = sum(1 for e in entries if e["verdict"] == "skipped")
+    by_cat: dict[str, dict[str, int]] = {}
+    by_bucket: dict[str, int] = {}
+    for e in entries:
+        if e["verdict"] == "skipped":
+            continue
+        c = by_cat.setdefault(e["category"], {"passed": 0, "total": 0})
+        c["total"] += 1
+        c["passed"] += e["verdict"] == "pass"
+        if e["bucket"]:
+            by_bucket[e["bucket"]] = by_bucket.get(e["bucket"], 0) + 1
+    return {"passed": passed, "failed": failed, "skipped": skipped, "total": passed + failed,
+            "by_category": by_cat, "by_bucket": by_bucket}
 
 
 class Measurement:
@@ -2372,9 +2747,15 @@ class Measurement:
             "telemetry_reason": "not measured",
             "rates": None,
             "rate_search": None,
+            "prefix_cache": None,
+            "multi_turn": None,
+            "tools": None,
             "errors": [],
         }
         self.replay_data: list[dict[str, Any]] | None = None
+        self.prefix_failed = False  # a prefix-cache or multi-turn request failed (status incomplete)
+        self.tools_data: dict[str, Any] | None = None
+        self.tools_all_errored = False
         self.rate_failed = 0
 
     def settings(self) -> dict[str, Any]:
@@ -2395,7 +2776,16 @@ class Measurement:
             "rate_requests": getattr(a, "rate_requests", None), "burstiness": inf_str(getattr(a, "burstiness", 1.0)),
             "rate_seed": getattr(a, "rate_seed", 0), "rate_max_concurrency": getattr(a, "rate_max_concurrency", None),
             "slo": getattr(a, "slo", None), "rate_search": getattr(a, "rate_search", None),
+            "search_by": getattr(a, "search_by", "rate"),
             "replay": getattr(a, "replay", None),
+            "prefix_tokens": getattr(a, "prefix_tokens", 0), "prefix_requests": getattr(a, "prefix_requests", 8),
+            "prefix_suffix_tokens": getattr(a, "prefix_suffix_tokens", 64),
+            "prefix_output_tokens": getattr(a, "prefix_output_tokens", 16),
+            "turns": getattr(a, "turns", 0), "conversations": getattr(a, "conversations", 2),
+            "turn_tokens": getattr(a, "turn_tokens", 256), "turn_output_tokens": getattr(a, "turn_output_tokens", 64),
+            "tools": getattr(a, "tools", False), "tools_file": getattr(a, "tools_file", None),
+            "tools_skip": getattr(a, "tools_skip", None),
+            "tool_choice": getattr(a, "tool_choice", "auto"), "tools_max_tokens": getattr(a, "tools_max_tokens", 512),
         }
 
     # ---- errors, warnings and reachability ----------------------------------------------------
@@ -2912,6 +3302,96 @@ class Measurement:
         self.end(phase, before, r.completion_tokens or 0)
         return chars_per_token
 
+    def post_chat(self, body: dict[str, Any]) -> tuple[int | None, Any, str | None, float]:
+        """One non-streaming chat completion: (HTTP status or None, parsed JSON body or None,
+        error message or None, seconds from send to the whole response received)."""
+        data = json.dumps(body).encode("utf-8")
+        cls = http.client.HTTPSConnection if self.ep.scheme == "https" else http.client.HTTPConnection
+        conn = cls(self.ep.host, self.ep.port, timeout=self.args.request_timeout)
+        t0 = time.monotonic()
+        try:
+            conn.request("POST", self.ep.prefix + "/v1/chat/completions", body=data,
+                         headers={**self.ep.headers(), "Content-Type": "application/json"})
+            resp = conn.getresponse()
+            raw = resp.read()
+            elapsed = time.monotonic() - t0
+        except (OSError, http.client.HTTPException) as exc:
+            return None, None, f"transport error: {exc}", time.monotonic() - t0
+        finally:
+            conn.close()
+        if resp.status != 200:
+            return resp.status, None, f"HTTP {resp.status}: {_error_message(raw)}", elapsed
+        try:
+            return resp.status, json.loads(raw), None, elapsed
+        except ValueError:
+            return resp.status, None, "HTTP 200 with a body that is not JSON", elapsed
+
+    def tools_phase(self) -> None:
+        """The tool-call check: one non-streaming request per prompt (temperature 0, the prompt's
+        tools, --tool-choice), each judged by judge_tool_calls; the ``tools`` block."""
+        a = self.args
+        data = self.tools_data or load_tools(a.tools_file)
+        tools = data["tools"]
+        choice = a.tool_choice
+        entries: list[dict[str, Any]] = []
+        skip = getattr(a, "tools_skip", None)
+        if skip:  # refused before the run (sparkbench's preflight): nothing is sent, the reason is kept
+            entries = [{"id": p["id"], "category": p["category"], "expected": list(p.get("expected") or []),
+                        "calls": [], "verdict": "skipped", "bucket": None, "reason": skip, "finish_reason": None,
+                        "content_excerpt": None, "latency_s": None, "completion_tokens": None}
+                       for p in data["prompts"]]
+            log(f"tools: skipped ({skip})")
+            self.doc["tools"] = {"tool_choice": choice, "file": a.tools_file, "max_tokens": a.tools_max_tokens,
+                                 "prompts": entries, **summarise_tools(entries), "reason": skip}
+            return
+        before = self.begin("tools")
+        tokens = 0
+        for i, p in enumerate(data["prompts"]):
+            expected = list(p.get("expected") or [])
+            entry: dict[str, Any] = {"id": p["id"], "category": p["category"], "expected": expected, "calls": [],
+                                     "verdict": "skipped", "bucket": None, "reason": None, "finish_reason": None,
+                                     "content_excerpt": None, "latency_s": None, "completion_tokens": None}
+            entries.append(entry)
+            if choice != "auto" and not expected:
+                entry["reason"] = (f"tool_choice {choice} forces a call, so a prompt that needs none cannot be "
+                                   "judged")
+                log(f"tools {p['id']}: skipped ({entry['reason']})")
+                continue
+            if choice == "named":
+                # One named function gives one call: judged against the first expected call.
+                expected = entry["expected"] = expected[:1]
+            offered = prompt_tools(p, tools)
+            messages = p.get("messages") or [{"role": "user", "content": p["prompt"]}]
+            body = {"model": self.model, "messages": messages, "tools": offered,
+                    "tool_choice": tool_choice_body(choice, p), "temperature": 0, "max_tokens": a.tools_max_tokens,
+                    "stream": False}
+            status, resp, err, elapsed = self.post_chat(body)
+            entry["latency_s"] = elapsed
+            if err is not None:
+                entry.update(verdict="fail", bucket="request_error", reason=err)
+                self.error("tools", i, err)
+                if status is None:
+                    self.check_alive("tools")
+                continue
+            choice0 = ((resp or {}).get("choices") or [{}])[0] if isinstance(resp, dict) else {}
+            usage = (resp or {}).get("usage") or {}
+            if isinstance(usage.get("completion_tokens"), int):
+                entry["completion_tokens"] = usage["completion_tokens"]
+                tokens += usage["completion_tokens"]
+            entry["finish_reason"] = choice0.get("finish_reason") if isinstance(choice0, dict) else None
+            verdict = judge_tool_calls({**p, "expected": expected}, offered,
+                                       choice0.get("message") if isinstance(choice0, dict) else None,
+                                       entry["finish_reason"])
+            entry.update(verdict)
+            log(f"tools {p['id']}: {entry['verdict']}" + (f" ({entry['bucket']}: {entry['reason']})"
+                                                           if entry["bucket"] else ""))
+        self.end("tools", before, tokens)
+        summary = summarise_tools(entries)
+        self.doc["tools"] = {"tool_choice": choice, "file": a.tools_file, "max_tokens": a.tools_max_tokens,
+                             "prompts": entries, **summary, "reason": None}
+        judged = [e for e in entries if e["verdict"] != "skipped"]
+        self.tools_all_errored = bool(judged) and all(e["bucket"] == "request_error" for e in judged)
+
     def quality(self) -> None:
         a = self.args
         data = self.quality_data or {}
@@ -2971,9 +3451,155 @@ class Measurement:
         self.doc["image"] = entry
         log(f"image: {entry['status']} (expected {colour}, answer {answer[:40]!r})")
 
+    # ---- prefix-cache and multi-turn phases (docs/MEASUREMENT.md "Prefix caching", "Multi-turn") --
+
+    def prefix_counters(self) -> tuple[tuple[float, float] | None, str | None]:
+        """(queries, hits) of vLLM's prefix-cache counters now (tokens, summed over engines), or
+        (None, why). The exposition names counters ``<name>_total``; the bare name is accepted too."""
+        if not self.metrics_ok:
+            return None, self.metrics_reason or "no /metrics endpoint"
+        try:
+            status, body = self.ep.get("/metrics", timeout=30)
+        except OSError as exc:
+            return None, f"GET /metrics failed: {exc}"
+        if status != 200:
+            return None, f"GET /metrics answered HTTP {status}"
+        return prefix_cache_counters(parse_prometheus(body.decode("utf-8", "replace")))
+
+    def _fit(self, tokens: int, what: str) -> str | None:
+        mml = self.doc["server"]["max_model_len"]
+        if mml and tokens + 64 > mml:
+            return f"{what} ({tokens} tokens with the output) does not fit max_model_len {mml}"
+        return None
+
+    def prefix_phase(self, chars_per_token: float) -> None:
+        """--prefix-tokens: one shared system prompt (a document, new each run) and a unique user
+        suffix per request, sent one at a time; TTFT of the first (cold) request against the rest
+        (warm), the hit rate from the prefix-cache counters' deltas."""
+        a = self.args
+        n_pre, n_suf, n_out = a.prefix_tokens, a.prefix_suffix_tokens, a.prefix_output_tokens
+        entry: dict[str, Any] = {"prefix_tokens": n_pre, "suffix_tokens": n_suf, "output_tokens": n_out,
+                                 "requests": a.prefix_requests, "completed": 0, "failed": 0,
+                                 "cold_ttft_s": None, "ttft_s": stat4([]), "prefill_tok_s": None,
+                                 "hit_rate": None, "hit_tokens": None, "query_tokens": None, "reason": None,
+                                 "per_request": []}
+        self.doc["prefix_cache"] = entry
+        too_long = self._fit(n_pre + n_suf + n_out, "shared prefix + suffix")
+        if too_long:
+            entry["reason"] = too_long
+            self.error("prefix", None, too_long)
+            return
+        doc_text = context_prompt(int(n_pre * chars_per_token), self.rng)
+        before = self.begin("prefix")
+        c0, why0 = self.prefix_counters()
+        tokens = 0
+        warm_ttft: list[float] = []
+        warm_rate: list[float] = []
+        for i in range(a.prefix_requests):
+            msgs = [{"role": "system", "content": doc_text},
+                    {"role": "user", "content": suffix_prompt(int(n_suf * chars_per_token), self.rng)}]
+            res, _ = self.generate("prefix", [msgs], n_out, True)
+            r = res[0]
+            tokens += r.completion_tokens or 0
+            rec: dict[str, Any] = {"i": i, "prompt_tokens": r.prompt_tokens, "ttft_s": None, "e2e_s": None,
+                                   "cached_tokens": cached_tokens(r.usage), "error": r.error}
+            if r.error or r.t_first is None:
+                rec["error"] = r.error or "no chunk carried content or reasoning"
+                entry["failed"] += 1
+                self.error("prefix", i, rec["error"])
+            else:
+                entry["completed"] += 1
+                rec["ttft_s"] = r.ttft
+                rec["e2e_s"] = (r.t_last - r.t_start) if r.t_last is not None else None
+                if i == 0:
+                    entry["cold_ttft_s"] = r.ttft
+                else:
+                    warm_ttft.append(r.ttft)
+                    if r.prompt_tokens and r.ttft:
+                        warm_rate.append(r.prompt_tokens / r.ttft)
+            entry["per_request"].append(rec)
+        c1, why1 = self.prefix_counters()
+        self.end("prefix", before, tokens)
+        entry["ttft_s"] = stat4(warm_ttft)
+        entry["prefill_tok_s"] = median(warm_rate)
+        if c0 is None or c1 is None:
+            entry["reason"] = why0 or why1
+        else:
+            dq, dh = c1[0] - c0[0], c1[1] - c0[1]
+            entry["query_tokens"], entry["hit_tokens"] = int(dq), int(dh)
+            if dq > 0:
+                entry["hit_rate"] = dh / dq
+            else:
+                entry["reason"] = ("the server counted no prefix-cache queries during the phase "
+                                   "(prefix caching off, e.g. --no-enable-prefix-caching)")
+        if entry["failed"]:
+            self.prefix_failed = True
+        hr = entry["hit_rate"]
+        log(f"prefix {n_pre}+{n_suf} tokens: {entry['completed']}/{a.prefix_requests} completed, cold TTFT "
+            f"{entry['cold_ttft_s'] or 0:.3f} s, warm TTFT p50 {entry['ttft_s']['p50'] or 0:.3f} s, hit rate "
+            + (f"{hr:.3f}" if hr is not None else f"n/a ({entry['reason']})"))
+
+    def multi_turn(self, chars_per_token: float) -> None:
+        """--turns: --conversations conversations, each turn re-sending the whole history (the
+        assistant's real answers) plus --turn-tokens new user tokens; conversations interleaved
+        round robin, one request at a time; a failed turn ends its conversation."""
+        a = self.args
+        n_conv, n_turns, n_new, n_out = a.conversations, a.turns, a.turn_tokens, a.turn_output_tokens
+        entry: dict[str, Any] = {"conversations": n_conv, "turns": n_turns, "turn_tokens": n_new,
+                                 "output_tokens": n_out, "completed": 0, "failed": 0, "per_turn": [],
+                                 "per_request": []}
+        self.doc["multi_turn"] = entry
+        too_long = self._fit(n_turns * (n_new + n_out + 16), "the last turn's context")
+        if too_long:
+            entry["reason"] = too_long
+            self.error("multi_turn", None, too_long)
+            return
+        before = self.begin("multi_turn")
+        history: list[list[dict[str, Any]] | None] = [[] for _ in range(n_conv)]
+        tokens = 0
+        for turn in range(1, n_turns + 1):
+            for c in range(n_conv):
+                hist = history[c]
+                if hist is None:
+                    continue
+                user = {"role": "user", "content": turn_prompt(turn, int(n_new * chars_per_token), self.rng)}
+                res, forced = self.generate("multi_turn", [hist + [user]], n_out, True)
+                r = res[0]
+                tokens += r.completion_tokens or 0
+                rec = self.run_record(r, forced)
+                row: dict[str, Any] = {"conversation": c, "turn": turn, "prompt_tokens": r.prompt_tokens,
+                                       "ttft_s": rec["ttft_s"], "decode_tok_s": rec["decode_tok_s"],
+                                       "cached_tokens": cached_tokens(r.usage), "error": r.error}
+                if r.error or r.t_first is None:
+                    row["error"] = r.error or "no chunk carried content or reasoning"
+                    entry["failed"] += 1
+                    self.error("multi_turn", len(entry["per_request"]), row["error"])
+                    history[c] = None  # GuideLLM's rule: a failed turn cancels the rest of its conversation
+                else:
+                    entry["completed"] += 1
+                    history[c] = hist + [user, {"role": "assistant", "content": r.content}]
+                entry["per_request"].append(row)
+        self.end("multi_turn", before, tokens)
+        for turn in range(1, n_turns + 1):
+            rows = [p for p in entry["per_request"] if p["turn"] == turn and not p["error"]]
+            entry["per_turn"].append({
+                "turn": turn, "requests": len(rows),
+                "context_tokens": median([p["prompt_tokens"] for p in rows if p["prompt_tokens"] is not None]),
+                "ttft_s": median([p["ttft_s"] for p in rows if p["ttft_s"] is not None]),
+                "decode_tok_s": median([p["decode_tok_s"] for p in rows if p["decode_tok_s"] is not None]),
+                "prefill_tok_s": median([p["prompt_tokens"] / p["ttft_s"] for p in rows
+                                         if p["prompt_tokens"] and p["ttft_s"]])})
+        if entry["failed"]:
+            self.prefix_failed = True
+        first, last = entry["per_turn"][0], entry["per_turn"][-1]
+        log(f"multi-turn: {entry['completed']} of {n_conv * n_turns} turns completed; context "
+            f"{first['context_tokens']} -> {last['context_tokens']} tokens, TTFT {first['ttft_s'] or 0:.3f} -> "
+            f"{last['ttft_s'] or 0:.3f} s, decode {first['decode_tok_s'] or 0:.1f} -> {last['decode_tok_s'] or 0:.1f} tok/s")
+
     # ---- arrival-rate phase ---------------------------------------------------------------------
 
-    def rate_phase(self, rate: float | None, chars_per_token: float, search: bool = False) -> dict[str, Any]:
+    def rate_phase(self, rate: float | None, chars_per_token: float, search: bool = False,
+                   concurrency: int | None = None) -> dict[str, Any]:
         """One arrival-rate block: requests sent on their schedule (one thread, stream_scheduled),
         ttft/tpot/e2e per request from the client's reads, goodput against --slo. ``rate`` None:
         the --replay workload."""
@@ -2992,10 +3618,14 @@ class Measurement:
             nominal: Any = len(rows) / span if span > 0 else "inf"
         else:
             n = a.rate_requests or max(1, round(rate * a.rate_duration))
+            if concurrency is not None:  # --search-by concurrency: closed loop at this level
+                n = a.rate_requests or max(8, 4 * concurrency)
             offsets = rate_schedule(n, rate, a.burstiness, a.rate_seed)
             outs = [a.output_tokens] * n
             msgs = [self.speed_messages() for _ in range(n)]
             label, phase = f"rate {rate:g} req/s", f"rate_{rate:g}"
+            if concurrency is not None:
+                label, phase = f"rate {rate:g} req/s, {concurrency} in flight", f"rate_{rate:g}_c{concurrency}"
             nominal = "inf" if math.isinf(rate) else rate
         n = len(offsets)
         tag = make_nonce(self.rng)
@@ -3008,7 +3638,7 @@ class Measurement:
         anchor_perf, anchor_epoch = time.perf_counter(), time.time()
         try:
             raws, t0 = stream_scheduled(self.ep, bodies, offsets, a.request_timeout, a.stall_timeout,
-                                        a.rate_max_concurrency, ids)
+                                        concurrency or a.rate_max_concurrency, ids)
         finally:
             if self.telemetry:
                 self.telemetry.in_flight(False)
@@ -3071,7 +3701,7 @@ class Measurement:
             "slo": dict(slo) if slo else None,
             "goodput": (good / duration if duration else 0.0) if slo else None,
             "slo_met_share": good / n if slo and n else None,
-            "search": search, "max_concurrency": a.rate_max_concurrency,
+            "search": search, "max_concurrency": concurrency or a.rate_max_concurrency,
             "output_tokens": a.output_tokens if rate is not None else None,
             "per_request": per,
         }
@@ -3104,8 +3734,48 @@ class Measurement:
                 tried.append((rate, e["slo_met_share"]))
         if a.replay:
             self.rate_phase(None, chars_per_token)
-        if a.rate_search is not None:
+        if a.rate_search is not None and getattr(a, "search_by", "rate") == "concurrency":
+            self.concurrency_search(a.rate_search, chars_per_token)
+        elif a.rate_search is not None:
             self.rate_search(a.rate_search, tried, chars_per_token)
+
+    def concurrency_search(self, target: float, chars_per_token: float) -> None:
+        """--search-by concurrency: the highest number of requests in flight N whose closed-loop
+        slo_met_share >= target. Each level is a rate-phase entry at rate inf with max_concurrency N
+        (vLLM's --request-rate inf --max-concurrency N), --rate-requests requests (default max(8, 4 N)).
+        Levels: start at --rate-max-concurrency (default 1); while none failed, double the highest
+        (at most CONCURRENCY_SEARCH_MAX); while none passed, halve the lowest; then bisect the integers
+        between the highest passing and the lowest failing level above it until they are adjacent;
+        at most CONCURRENCY_SEARCH_STEPS levels in all."""
+        a = self.args
+        tried: list[tuple[int, float]] = []
+
+        def bounds() -> tuple[int | None, int | None]:
+            ok = [c for c, sh in tried if sh >= target]
+            lo = max(ok) if ok else None
+            bad = [c for c, sh in tried if sh < target and (lo is None or c > lo)]
+            return lo, (min(bad) if bad else None)
+
+        for _ in range(CONCURRENCY_SEARCH_STEPS):
+            lo, hi = bounds()
+            if not tried:
+                nxt = min(a.rate_max_concurrency or 1, CONCURRENCY_SEARCH_MAX)
+            elif hi is None:
+                nxt = min(2 * lo, CONCURRENCY_SEARCH_MAX)
+            elif lo is None:
+                nxt = hi // 2
+            else:
+                nxt = (lo + hi) // 2
+            if nxt < 1 or any(c == nxt for c, _ in tried):
+                break
+            e = self.rate_phase(math.inf, chars_per_token, search=True, concurrency=nxt)
+            tried.append((nxt, e["slo_met_share"] or 0.0))
+        lo, _ = bounds()
+        self.doc["rate_search"] = {"target_share": target, "by": "concurrency", "best_rate": None,
+                                   "best_concurrency": lo, "tried": [c for c, _ in tried], "extra_rates": [],
+                                   "max_steps": CONCURRENCY_SEARCH_STEPS}
+        log(f"concurrency search: most requests in flight with SLO share >= {target:g}: "
+            + (f"{lo}" if lo is not None else "none of the levels tried"))
 
     def rate_search(self, target: float, tried: list[tuple[float, float]], chars_per_token: float) -> None:
         """Highest rate whose slo_met_share >= target, from the listed rates and at most
@@ -3138,8 +3808,9 @@ class Measurement:
             tried.append((nxt, e["slo_met_share"] or 0.0))
             extra.append(nxt)
         lo, _ = bounds()
-        self.doc["rate_search"] = {"target_share": target, "best_rate": lo, "tried": [r for r, _ in tried],
-                                   "extra_rates": extra, "max_steps": RATE_SEARCH_STEPS}
+        self.doc["rate_search"] = {"target_share": target, "by": "rate", "best_rate": lo, "best_concurrency": None,
+                                   "tried": [r for r, _ in tried], "extra_rates": extra,
+                                   "max_steps": RATE_SEARCH_STEPS}
         log(f"rate search: highest rate with SLO share >= {target:g}: "
             + (f"{lo:g} req/s" if lo is not None else "none of the rates tried"))
 
@@ -3282,14 +3953,26 @@ class Measurement:
         for depth in a.context:
             if depth > 0:
                 cpt = self.context(depth, cpt)
-        if a.rate or a.replay:
+        if getattr(a, "prefix_tokens", 0):
+            self.prefix_phase(cpt)
+        if getattr(a, "turns", 0):
+            self.multi_turn(cpt)
+        if a.rate or a.replay or (a.rate_search is not None and getattr(a, "search_by", "rate") == "concurrency"):
             self.rates(cpt)
+        if getattr(a, "tools", False):
+            self.tools_phase()
         if a.quality:
             self.quality()
         if a.image:
             self.image()
         if self.rate_failed:
             log(f"incomplete: {self.rate_failed} arrival-rate request(s) failed (see rates[].failed_reason)")
+            return "incomplete"
+        if self.prefix_failed:
+            log("incomplete: prefix-cache or multi-turn request(s) failed (see errors)")
+            return "incomplete"
+        if self.tools_all_errored:
+            log("incomplete: every tool-call request failed (see tools.prompts[].reason)")
             return "incomplete"
         return "complete"
 
@@ -3345,7 +4028,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("argument --max-runs: it only bounds --target-precision; give --target-precision PCT too")
     if args.target_precision is not None and args.max_runs is None:
         args.max_runs = 4 * args.runs
-    if args.rate_search is not None and (not args.rate or args.slo is None):
+    if args.search_by == "concurrency" and (args.rate_search is None or args.slo is None):
+        parser.error("argument --search-by: concurrency searches with --rate-search TARGET and needs --slo, "
+                     "e.g. --search-by concurrency --rate-search 0.9 --slo ttft=2,e2e=30")
+    if args.rate_search is not None and args.search_by == "rate" and (not args.rate or args.slo is None):
         parser.error("argument --rate-search: it needs --slo (what a good request is) and --rate (the "
                      "starting rates), e.g. --rate 1,4 --slo ttft=2,e2e=30 --rate-search 0.9")
     if args.rate and any(math.isinf(r) for r in args.rate) and args.rate_requests is None:
@@ -3367,6 +4053,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         try:
             m.replay_data = load_replay(args.replay)
+        except ValueError as exc:
+            parser.error(str(exc))
+    if args.tools_file is None:
+        args.tools_file = default_tools_file()
+    if args.tools:
+        try:
+            m.tools_data = load_tools(args.tools_file)
         except ValueError as exc:
             parser.error(str(exc))
     if args.quality or args.image:

@@ -46,7 +46,7 @@ from . import result as result_mod
 from . import settings as settings_mod
 from .errors import InputError
 from .launch import config_hash, launch_spec
-from .matrix import variant_matrix
+from .matrix import noprefix_variants, variant_matrix, with_tool_flags
 from .paths import DEFAULT_RESULTS_DIR, PROFILES_DIR, hardware_profile_path, model_profile_path, result_path
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -170,6 +170,8 @@ def _summary(entry: Mapping[str, Any], check_mode: bool) -> list[str]:
         verdict += (" — " + "; ".join(f["reason"] for f in pf["failures"])
                     + " — fix: " + "; ".join(f["remedy"] for f in pf["failures"]))
     lines.append(verdict)
+    for r in pf.get("refused") or []:
+        lines.append(f"{r['phase']} check refused: {r['reason']} — fix: {r['remedy']}")
     if check_mode:
         lines.append("action: dry run (--check)")
     elif entry["action"] == "skip":
@@ -218,9 +220,13 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
     if problems:
         raise InputError("; ".join(problems))
     settings = settings_mod.normalize(raw_settings)
+    if "serving" in settings_mod.workloads(variables):  # the prefix-caching pair
+        extra += noprefix_variants(v["bench_builds"], v["bench_configs"], extra)
     variants = variant_matrix(v["bench_builds"], v["bench_configs"], common_args=v["bench_common_args"],
                               extra_variants=extra, select=v["bench_select"], image=v["bench_image"],
                               vllm_version=v["bench_vllm_version"] or None, profiles=model_profiles)
+    if settings["tools"]:  # the server's parser for the tool-call check (every tool choice on vLLM 0.32)
+        variants = [with_tool_flags(variant, model_profiles.get(variant["model"])) for variant in variants]
     server = server_settings(v, host)
     known = preflight_mod.load_known_issues()
     remote_dir = str(v["llm_bench_remote_dir"] or f"/tmp/sparkbench-{host}")
@@ -259,7 +265,7 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         action = ("skip" if previous.get("status") == "complete" and previous.get("config_hash") == digest
                   and not _bool(v["bench_force"]) else "measure")
         model_profile = model_profiles[variant["model"]]
-        pf = (preflight_mod.vllm_preflight(variant, known, model_profile, hardware)
+        pf = (preflight_mod.vllm_preflight(variant, known, model_profile, hardware, settings=settings)
               if _bool(v["vllm_server_preflight_enabled"]) else {"verdict": "skipped", "failures": [], "checked": []})
         if pf["verdict"] != "skipped":  # the flags against the argument schema of the image's vLLM version
             wrong = flags_mod.flag_problems(variant.get("args"), pf.get("vllm_version"))
@@ -268,6 +274,9 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
                 pf = {**pf, "verdict": "fail", "failures": list(pf["failures"]) + wrong}
         if on_cluster and role is None and pf["verdict"] != "skipped":
             pf = _cluster_needed(pf, tp, pp, gpus)
+        # A phase preflight refused (e.g. the tool check without a parser): measure.py skips it with the fix.
+        refused = {r["phase"]: f"refused by preflight ({r['id']}): {r['reason']}; fix: {r['remedy']}"
+                   for r in pf.get("refused") or []}
         entry = {
             "name": variant["name"], "variant": variant, "launch": launch, "config_hash": digest,
             "result_path": str(path), "action": action, "preflight": pf, "settings": settings,
@@ -275,7 +284,8 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
             "measure_argv": settings_mod.measure_argv(
                 settings, python=str(v["llm_bench_python"]), script=f"{remote_dir}/measure.py",
                 base_url=launch["base_url"], model=variant["model"], quality_file=f"{remote_dir}/quality.json",
-                sandbox_image=variant["image"], **variant_probes),
+                tools_file=f"{remote_dir}/tools.json", sandbox_image=variant["image"], refused=refused,
+                **variant_probes),
         }
         if on_cluster and role == "head":
             entry["cluster"] = {"name": spec["name"], "tensor_parallel_size": tp, "pipeline_parallel_size": pp}
@@ -310,7 +320,8 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
 
 BRACKET_SUFFIX = ".bracket"
 #: What a bracket run measures: single stream only (the rest of the settings as the reference's).
-BRACKET_SETTINGS = {"concurrency": [], "context": [0], "quality": False, "image": False}
+BRACKET_SETTINGS = {"concurrency": [], "context": [0], "quality": False, "image": False, "rates": [],
+                    "rate_search": None, "prefix_tokens": 0, "turns": 0, "tools": False}
 
 
 def reference_entry(entries: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:

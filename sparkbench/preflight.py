@@ -29,8 +29,8 @@ from .errors import InputError
 from .paths import KNOWN_ISSUES_PATH
 
 _MISSING = object()
-_REF_RE = re.compile(r"^(flag|model|hardware|image|variant|tables|match)\.")
-_PLACEHOLDER_RE = re.compile(r"\{((?:flag|model|hardware|image|variant|match|tables)\.[A-Za-z0-9_.\-\[\]]+)\}")
+_REF_RE = re.compile(r"^(flag|model|hardware|image|variant|tables|match|settings)\.")
+_PLACEHOLDER_RE = re.compile(r"\{((?:flag|model|hardware|image|variant|match|tables|settings)\.[A-Za-z0-9_.\-\[\]]+)\}")
 _TABLE_RE = re.compile(r"^tables\.([A-Za-z0-9_]+)\[(.+)\]$")
 
 
@@ -90,8 +90,10 @@ class _Context:
     """Resolves references for one variant."""
 
     def __init__(self, variant: Mapping[str, Any], issues: Mapping[str, Any], model: Mapping[str, Any] | None,
-                 hardware: Mapping[str, Any] | None, match: Mapping[str, Any] | None = None) -> None:
+                 hardware: Mapping[str, Any] | None, match: Mapping[str, Any] | None = None,
+                 settings: Mapping[str, Any] | None = None) -> None:
         self.variant = variant or {}
+        self.settings = settings or {}
         self.model = model or {}
         self.hardware = hardware or {}
         self.tables = issues.get("tables") or {}
@@ -122,7 +124,7 @@ class _Context:
                 return self.resolve(self.flag_defaults[field])
             return _MISSING
         source = {"model": self.model, "hardware": self.hardware, "variant": self.variant,
-                  "image": {"flavor": self.flavor}, "match": self.match}[scope]
+                  "image": {"flavor": self.flavor}, "match": self.match, "settings": self.settings}[scope]
         return source.get(field, _MISSING) if isinstance(source, Mapping) else _MISSING
 
     def render(self, text: Any) -> str:
@@ -180,8 +182,16 @@ def _issues_list(issues: Any, filter_name: str) -> tuple[Mapping[str, Any], list
 
 
 def vllm_preflight(variant: Mapping[str, Any], issues: Mapping[str, Any], model_profile: Mapping[str, Any] | None = None,
-                   hardware_profile: Mapping[str, Any] | None = None, vllm_version: str | None = None) -> dict[str, Any]:
+                   hardware_profile: Mapping[str, Any] | None = None, vllm_version: str | None = None,
+                   settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Check a variant against every issue with ``preflight`` conditions.
+
+    ``settings``: the host's measurement settings (``sparkbench.settings.normalize``), for the
+    conditions on ``settings.<key>`` (a phase that needs server flags, e.g. the tool-call check).
+
+    An issue with ``refuses: <phase>`` does not fail the variant: it goes into ``refused`` (id,
+    reason, remedy, phase) and the plan turns that measure.py phase off with its reason (the
+    tool-call check on a server without a tool-call parser).
 
     The vLLM version is ``vllm_version``, else the variant's ``vllm_version``, else read from the
     image tag; when unknown, version-ranged issues are checked anyway (a false alarm is cheaper
@@ -191,11 +201,12 @@ def vllm_preflight(variant: Mapping[str, Any], issues: Mapping[str, Any], model_
     if not isinstance(variant, Mapping) or not variant.get("name"):
         raise InputError("vllm_preflight: input must be an expanded variant (from variant_matrix)")
     version = vllm_version or variant.get("vllm_version") or version_from_image(variant.get("image", ""))
-    result: dict[str, Any] = {"variant": variant["name"], "vllm_version": version, "failures": [], "checked": []}
+    result: dict[str, Any] = {"variant": variant["name"], "vllm_version": version, "failures": [], "checked": [],
+                              "refused": []}
     if variant.get("preflight") is False:
         result["verdict"] = "skipped"
         return result
-    ctx = _Context(variant, data, model_profile, hardware_profile)
+    ctx = _Context(variant, data, model_profile, hardware_profile, settings=settings)
     for issue in entries:
         conditions = issue.get("preflight")
         if not conditions:
@@ -205,8 +216,11 @@ def vllm_preflight(variant: Mapping[str, Any], issues: Mapping[str, Any], model_
             continue
         result["checked"].append(issue_id)
         if all(_condition_met(ctx, cond, issue_id) for cond in conditions):
-            result["failures"].append({"id": issue_id, "reason": ctx.render(issue.get("reason")),
-                                       "remedy": ctx.render(issue.get("remedy"))})
+            found = {"id": issue_id, "reason": ctx.render(issue.get("reason")), "remedy": ctx.render(issue.get("remedy"))}
+            if issue.get("refuses"):  # one phase refused (its reason in the result); the variant still runs
+                result["refused"].append({**found, "phase": str(issue["refuses"])})
+            else:
+                result["failures"].append(found)
     result["verdict"] = "fail" if result["failures"] else "pass"
     return result
 

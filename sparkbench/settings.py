@@ -25,6 +25,21 @@ Rules (units: tokens, requests, seconds, GB, GB/s):
   whole number >= 0; ``llm_bench_rate_search`` null (off) or a share in (0, 1]
 * ``llm_bench_slo``: a mapping with any of ``ttft``, ``tpot``, ``e2e`` [s], each a number >= 0
   (goodput counts the requests meeting every one)
+* ``llm_bench_search_by``: ``rate`` or ``concurrency`` (what ``llm_bench_rate_search`` varies; a
+  rate search needs ``llm_bench_rates``, a concurrency search runs closed-loop without them);
+  ``llm_bench_rate_max_concurrency``: null or a whole number >= 1 (requests in flight at most;
+  the concurrency search's first level)
+* ``llm_bench_prefix_tokens``: whole number >= 0 [tokens] of the shared prefix (0 = no prefix-cache
+  phase); ``llm_bench_prefix_requests`` >= 2, ``llm_bench_prefix_suffix_tokens`` >= 1,
+  ``llm_bench_prefix_output_tokens`` >= 1
+* ``llm_bench_turns``: whole number >= 0 of turns per conversation (0 = no multi-turn phase);
+  ``llm_bench_conversations``, ``llm_bench_turn_tokens``, ``llm_bench_turn_output_tokens`` >= 1
+* ``llm_bench_tools``: boolean, the tool-call check (the plan adds ``--enable-auto-tool-choice
+  --tool-call-parser`` from the model profile: vLLM 0.32 needs both for every tool choice);
+  ``llm_bench_tool_choice``: ``auto`` (the model decides), ``required`` or ``named`` (a call is
+  forced, its arguments constrained by structured outputs); ``llm_bench_tools_max_tokens`` >= 1
+* ``bench_workloads: serving`` turns on, where they are at their defaults, ``SERVING``: the rates,
+  the prefix-cache phase, the multi-turn phase and the tool-call check
 * model profiles: ``download_size_gb``, ``total_params_b``, ``active_params_b``, ``weight_bits``,
   ``max_model_len`` numbers > 0 when present; ``gated`` / ``hybrid`` booleans; ``revision`` a
   non-empty string
@@ -38,8 +53,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-_POSITIVE_INTS = ("output_tokens", "runs", "quality_max_tokens")
-_NON_NEGATIVE_INTS = ("warmup",)
+_POSITIVE_INTS = ("output_tokens", "runs", "quality_max_tokens", "prefix_suffix_tokens", "prefix_output_tokens",
+                  "conversations", "turn_tokens", "turn_output_tokens", "tools_max_tokens")
+_NON_NEGATIVE_INTS = ("warmup", "prefix_tokens", "turns")
+_EXAMPLES = {"output_tokens": 256, "runs": 5, "quality_max_tokens": 4096, "prefix_suffix_tokens": 64,
+             "prefix_output_tokens": 16, "conversations": 2, "turn_tokens": 256, "turn_output_tokens": 64,
+             "tools_max_tokens": 512, "warmup": 1, "prefix_tokens": 4096, "turns": 4}
 _POSITIVE_NUMBERS = ("request_timeout_s", "stall_timeout_s")
 _PROFILE_NUMBERS = ("download_size_gb", "total_params_b", "active_params_b", "weight_bits", "max_model_len")
 _PROFILE_BOOLS = ("gated", "hybrid")
@@ -110,13 +129,15 @@ def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, An
         if key in settings:
             n = _as_int(settings[key])
             if n is None or n < 1:
-                errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be a whole number >= 1 (e.g. "
-                              f"{ {'output_tokens': 256, 'runs': 5, 'quality_max_tokens': 4096}[key] })")
+                errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be a whole number >= 1 "
+                              f"(e.g. {_EXAMPLES[key]})")
     for key in _NON_NEGATIVE_INTS:
         if key in settings:
             n = _as_int(settings[key])
             if n is None or n < 0:
-                errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be a whole number >= 0 (e.g. 1)")
+                off = "" if key == "warmup" else "; 0 = off"
+                errors.append(f"llm_bench_{key} is {settings[key]!r}; it must be a whole number >= 0 "
+                              f"(e.g. {_EXAMPLES[key]}{off})")
     for key in _POSITIVE_NUMBERS:
         if key in settings:
             x = _as_number(settings[key])
@@ -146,6 +167,7 @@ def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, An
             if bad is not _OK:
                 errors.append(f"llm_bench_{key} has {bad!r}; it must be {what}")
     errors += _rate_errors(settings)
+    errors += _workload_errors(settings)
     for model, prof in (model_profiles or {}).items():
         where = f"profiles/models/{str(model).replace('/', '__')}.json"
         if not isinstance(prof, Mapping):
@@ -210,6 +232,37 @@ def _rate_errors(settings: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _workload_errors(settings: Mapping[str, Any]) -> list[str]:
+    """The prefix-cache, multi-turn, tool-call and search settings' problems (module docstring)."""
+    errors: list[str] = []
+    if "prefix_requests" in settings and ((n := _as_int(settings["prefix_requests"])) is None or n < 2):
+        errors.append(f"llm_bench_prefix_requests is {settings['prefix_requests']!r}; it must be a whole number >= 2 "
+                      "(the first request fills the cache, the others are measured; e.g. 8)")
+    if "tools" in settings and not isinstance(settings["tools"], bool) and \
+            str(settings["tools"]).strip().lower() not in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+        errors.append(f"llm_bench_tools is {settings['tools']!r}; it must be true or false")
+    if "tool_choice" in settings and str(settings["tool_choice"]) not in TOOL_CHOICES:
+        errors.append(f"llm_bench_tool_choice is {settings['tool_choice']!r}; use {', '.join(TOOL_CHOICES)} (auto: the "
+                      "model decides; required and named force a call)")
+    if "search_by" in settings and str(settings["search_by"]) not in SEARCH_BY:
+        errors.append(f"llm_bench_search_by is {settings['search_by']!r}; use rate or concurrency (what "
+                      "llm_bench_rate_search varies)")
+    elif str(settings.get("search_by", "rate")) == "rate" and _optional(settings.get("rate_search")) is not None \
+            and not (_int_list(settings.get("rates", [])) or []):
+        errors.append("llm_bench_rate_search is set but llm_bench_rates is empty: the rate search starts from the "
+                      "listed rates; list some (e.g. [0.5, 1, 2]), or set llm_bench_search_by: concurrency")
+    conc = _optional(settings.get("rate_max_concurrency"))
+    if conc is not None and ((n := _as_int(conc)) is None or n < 1):
+        errors.append(f"llm_bench_rate_max_concurrency is {conc!r}; it must be null (no limit) or a whole number >= 1 "
+                      "(at most that many arrival-rate requests in flight; the concurrency search's first level)")
+    return errors
+
+
+#: ``llm_bench_tool_choice`` values (measure.py ``--tool-choice``).
+TOOL_CHOICES = ("auto", "required", "named")
+#: ``llm_bench_search_by`` values (measure.py ``--search-by``).
+SEARCH_BY = ("rate", "concurrency")
+
 #: Every measurement setting, its default (roles/llm_bench/defaults/main.yml documents each) and
 #: the measure.py option it becomes (None: handled by measure_argv itself).
 DEFAULTS: dict[str, Any] = {
@@ -233,11 +286,28 @@ DEFAULTS: dict[str, Any] = {
     "rate_seed": 0,
     "slo": {"ttft": 2.0, "tpot": 0.05, "e2e": 30.0},
     "rate_search": None,
+    "search_by": "rate",
+    "rate_max_concurrency": None,
+    "prefix_tokens": 0,
+    "prefix_requests": 8,
+    "prefix_suffix_tokens": 64,
+    "prefix_output_tokens": 16,
+    "turns": 0,
+    "conversations": 2,
+    "turn_tokens": 256,
+    "turn_output_tokens": 64,
+    "tools": False,
+    "tool_choice": "auto",
+    "tools_max_tokens": 512,
 }
 
 #: The arrival rates of ``bench_workloads: serving`` when ``llm_bench_rates`` is empty
 #: [requests/s]: from a light load to beyond what one Spark serves with 256-token answers.
 SERVING_RATES = [0.25, 0.5, 1.0, 2.0]
+#: What ``bench_workloads: serving`` turns on, each only where the setting is at its default:
+#: the arrival rates, an 8192-token shared prefix (a system prompt or a document, the
+#: prefix-cache phase), four-turn conversations (the multi-turn phase) and the tool-call check.
+SERVING: dict[str, Any] = {"rates": SERVING_RATES, "prefix_tokens": 8192, "turns": 4, "tools": True}
 #: The workloads ``bench_workloads`` may name (a string or a list).
 WORKLOADS = ("standard", "serving")
 _OPTIONS = {"output_tokens": "--output-tokens", "runs": "--runs", "warmup": "--warmup",
@@ -260,11 +330,17 @@ def workloads(variables: Mapping[str, Any]) -> list[str]:
 
 def from_vars(variables: Mapping[str, Any]) -> dict[str, Any]:
     """The settings from Ansible variables named ``llm_bench_<key>`` (defaults for missing ones);
-    ``bench_workloads: serving`` adds the arrival-rate phase (``SERVING_RATES``) unless
-    ``llm_bench_rates`` lists rates itself."""
+    ``bench_workloads: serving`` turns on the ``SERVING`` phases whose settings are at their
+    defaults (``llm_bench_rates: [1, 2]`` keeps its own rates, ``llm_bench_turns: 0`` stays the
+    default and so becomes 4)."""
     out = {key: variables.get(f"llm_bench_{key}", default) for key, default in DEFAULTS.items()}
-    if "serving" in workloads(variables) and not (_int_list(out["rates"]) or []):
-        out["rates"] = list(SERVING_RATES)
+    if "serving" in workloads(variables):
+        for key, value in SERVING.items():
+            current = out[key]
+            unset = (not (_int_list(current) or []) if key == "rates" else
+                     (not _bool(current)) if key == "tools" else _as_int(current) == DEFAULTS[key])
+            if unset:
+                out[key] = list(value) if isinstance(value, list) else value
     return out
 
 
@@ -298,16 +374,28 @@ def normalize(settings: Mapping[str, Any]) -> dict[str, Any]:
     out["rate_seed"] = int(raw["rate_seed"])
     out["slo"] = {str(k): float(v) for k, v in dict(raw["slo"] or {}).items()}
     out["rate_search"] = None if search is None else float(search)
+    out["search_by"] = str(raw["search_by"])
+    conc = _optional(raw["rate_max_concurrency"])
+    out["rate_max_concurrency"] = None if conc is None else int(conc)
+    for key in ("prefix_tokens", "prefix_requests", "prefix_suffix_tokens", "prefix_output_tokens", "turns",
+                "conversations", "turn_tokens", "turn_output_tokens", "tools_max_tokens"):
+        out[key] = int(raw[key])
+    out["tools"] = _bool(raw["tools"])
+    out["tool_choice"] = str(raw["tool_choice"])
     return out
 
 
 def measure_argv(settings: Mapping[str, Any], *, python: str, script: str, base_url: str, model: str,
                  quality_file: str, sandbox_image: str, nvidia_smi: str | None = None,
-                 kernel_log: str | None = None) -> list[str]:
+                 kernel_log: str | None = None, tools_file: str | None = None,
+                 refused: Mapping[str, str] | None = None) -> list[str]:
     """measure.py's command line for one variant (JSON on stdout: ``--out -``).
 
     ``nvidia_smi`` / ``kernel_log``: measure.py's ``--nvidia-smi`` / ``--kernel-log`` command lines
-    (None: its defaults, the host's ``nvidia-smi`` and ``dmesg``); see ``sparkbench.plan.probe_commands``."""
+    (None: its defaults, the host's ``nvidia-smi`` and ``dmesg``); see ``sparkbench.plan.probe_commands``.
+    ``tools_file``: the tool-call check's tools and prompts on the host (None: measure.py's default,
+    tools.json beside it). ``refused``: phase → the reason preflight refused it for this variant
+    (``tools``: measure.py records the check as skipped with that reason, sending nothing)."""
     s = normalize(settings)
     argv = [python, script, "--base-url", base_url, "--model", model]
     for key, option in _OPTIONS.items():
@@ -328,13 +416,30 @@ def measure_argv(settings: Mapping[str, Any], *, python: str, script: str, base_
     if s["target_precision_pct"] is not None:
         argv += ["--target-precision", f"{s['target_precision_pct']:g}",
                  "--max-runs", str(s["max_runs"] or 4 * s["runs"])]
-    if s["rates"]:  # the arrival-rate phase (bench_workloads: serving)
-        argv += ["--rate", ",".join(r if r == "inf" else f"{r:g}" for r in s["rates"]),
-                 "--rate-duration", f"{s['rate_duration_s']:g}", "--burstiness", f"{s['burstiness']:g}",
+    by_concurrency = s["rate_search"] is not None and s["search_by"] == "concurrency"
+    if s["rates"] or by_concurrency:  # the arrival-rate phase (bench_workloads: serving), or a closed-loop search
+        if s["rates"]:
+            argv += ["--rate", ",".join(r if r == "inf" else f"{r:g}" for r in s["rates"])]
+        argv += ["--rate-duration", f"{s['rate_duration_s']:g}", "--burstiness", f"{s['burstiness']:g}",
                  "--rate-seed", str(s["rate_seed"]),
                  "--slo", ",".join(f"{k}={v:g}" for k, v in s["slo"].items())]
         if s["rate_requests"] is not None:
             argv += ["--rate-requests", str(s["rate_requests"])]
+        if s["rate_max_concurrency"] is not None:
+            argv += ["--rate-max-concurrency", str(s["rate_max_concurrency"])]
         if s["rate_search"] is not None:
-            argv += ["--rate-search", f"{s['rate_search']:g}"]
+            argv += ["--rate-search", f"{s['rate_search']:g}", "--search-by", s["search_by"]]
+    if s["prefix_tokens"]:  # the prefix-cache phase
+        argv += ["--prefix-tokens", str(s["prefix_tokens"]), "--prefix-requests", str(s["prefix_requests"]),
+                 "--prefix-suffix-tokens", str(s["prefix_suffix_tokens"]),
+                 "--prefix-output-tokens", str(s["prefix_output_tokens"])]
+    if s["turns"]:  # the multi-turn phase
+        argv += ["--turns", str(s["turns"]), "--conversations", str(s["conversations"]),
+                 "--turn-tokens", str(s["turn_tokens"]), "--turn-output-tokens", str(s["turn_output_tokens"])]
+    if s["tools"]:  # the tool-call check
+        argv += ["--tools", "--tool-choice", s["tool_choice"], "--tools-max-tokens", str(s["tools_max_tokens"])]
+        if tools_file is not None:
+            argv += ["--tools-file", tools_file]
+        if (refused or {}).get("tools"):
+            argv += ["--tools-skip", refused["tools"]]
     return argv

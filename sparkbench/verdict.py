@@ -10,6 +10,10 @@ rate per request, tok/s) and says one of three things:
 * ``not enough requests for a verdict (3 and 3 requests; 5 per side needed: --runs 5)`` — a side
   has fewer than :data:`MIN_REQUESTS` requests (a result that holds only medians has none).
 
+Shares (the share of requests meeting every SLO, goodput between variants) go through
+:func:`compare_shares` in the same three phrasings with percentage points ("differs by −12.5 pp
+[−21.9, −3.4]"; formulas in its docstring).
+
 Statistics (``a`` = reference values, ``b`` = other values, n_a and n_b requests):
 
 * difference = (median(b) / median(a) − 1) × 100 %;
@@ -172,6 +176,91 @@ def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int
             else:
                 text += f", within the {tolerance_pct:g} % bridge tolerance"
     out["text"] = text
+    return out
+
+
+def _flags(values: Any, what: str) -> list[bool]:
+    """The values as booleans; ValueError naming ``what`` for anything that is not True/False."""
+    if values is None:
+        return []
+    try:
+        items = list(values)
+    except TypeError:
+        raise ValueError(f"{what}: expected a list of per-request good flags (true/false), got {values!r}") from None
+    for i, v in enumerate(items):
+        if not isinstance(v, bool):
+            raise ValueError(f"{what}[{i}] = {v!r}: every per-request flag must be true or false "
+                             "(a request that failed is not good: false)")
+    return list(items)
+
+
+def _pp(x: float) -> str:
+    """+4.0 / −12.5 (percentage points, one decimal, typographic minus)."""
+    return f"{x:+.1f}".replace("-", "−")
+
+
+def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int = 2000,
+                   remedy: str | None = None) -> dict:
+    """The verdict on the share of good requests of ``other`` against ``reference`` (lists of
+    per-request flags: True = the request met every SLO, e.g. ``rates[].per_request[].good``), in
+    the phrasing of :func:`compare_samples` with percentage points (pp) for percent:
+
+    * ``differs by −12.5 pp [−21.9, −3.4]`` — the 95 % interval excludes 0;
+    * ``no difference detectable above 9.8 pp`` — it includes 0; 9.8 pp is the MDD;
+    * ``not enough requests for a verdict (3 and 3 requests; 5 per side needed: …)``.
+
+    Formulas (x = good requests, n = requests of a side; a = reference, b = other):
+
+    * difference d = (x_b / n_b − x_a / n_a) × 100 pp (the two ``slo_met_share`` apart);
+    * bootstrap: each side gets one good and one bad pseudo-request (Agresti & Caffo 2000, "add
+      one success and one failure to each group": a side whose requests were all good, or all
+      bad, still has a spread), then ``resamples`` times n + 2 flags are drawn with replacement
+      per side from one ``random.Random(seed)``; D* = share*(b) − share*(a) in pp, whose mean
+      is d̃ = ((x_b + 1)/(n_b + 2) − (x_a + 1)/(n_a + 2)) × 100;
+    * SE = standard deviation of D*; w = max(t(0.975, df) / z(0.975), :data:`MIN_WIDEN`),
+      df = min(n_a, n_b) − 1, as in :func:`compare_samples`;
+    * interval [lo, hi] = [d − w·(d̃ − P2.5(D*)), d + w·(P97.5(D*) − d̃)], cut to [−100, +100]:
+      the bootstrap's spread about the raw difference, widened as the median comparison is;
+    * MDD = (w · z(0.975) + t(0.8, df)) · SE pp (80 % power, as in :func:`compare_samples`).
+
+    Returns ``{"kind": "differs"|"no_difference"|"not_enough", "pp", "lo", "hi", "mdd_pp",
+    "share_reference", "share_other", "n_reference", "n_other", "needed", "text"}`` (shares 0–1;
+    figures None for "not_enough", shares None for an empty side). ValueError for a flag that is
+    not a bool or resamples < 100."""
+    ref = _flags(reference, "reference")
+    oth = _flags(other, "other")
+    if not isinstance(resamples, int) or resamples < 100:
+        raise ValueError(f"resamples must be an integer ≥ 100, got {resamples!r}")
+    out: dict[str, Any] = {"kind": "not_enough", "pp": None, "lo": None, "hi": None, "mdd_pp": None,
+                           "share_reference": (sum(ref) / len(ref)) if ref else None,
+                           "share_other": (sum(oth) / len(oth)) if oth else None,
+                           "n_reference": len(ref), "n_other": len(oth), "needed": MIN_REQUESTS}
+    if len(ref) < MIN_REQUESTS or len(oth) < MIN_REQUESTS:
+        hint = remedy or f"--rate-requests {MIN_REQUESTS} or a longer --rate-duration"
+        out["text"] = (f"not enough requests for a verdict ({len(ref)} and {len(oth)} requests; "
+                       f"{MIN_REQUESTS} per side needed: {hint})")
+        return out
+    rng = random.Random(seed)
+    aug_ref = [1.0 if v else 0.0 for v in ref] + [1.0, 0.0]
+    aug_oth = [1.0 if v else 0.0 for v in oth] + [1.0, 0.0]
+    na, nb = len(aug_ref), len(aug_oth)
+    draws = sorted((sum(rng.choices(aug_oth, k=nb)) / nb - sum(rng.choices(aug_ref, k=na)) / na) * 100
+                   for _ in range(resamples))
+    d = (sum(oth) / len(oth) - sum(ref) / len(ref)) * 100
+    d_adj = (sum(aug_oth) / nb - sum(aug_ref) / na) * 100
+    se = pstdev(draws)
+    df = min(len(ref), len(oth)) - 1
+    widen = max(t_quantile(0.975, df) / _Z.inv_cdf(0.975), MIN_WIDEN)
+    lo = max(-100.0, d - widen * max(d_adj - _quantile(draws, 0.025), 0.0))
+    hi = min(100.0, d + widen * max(_quantile(draws, 0.975) - d_adj, 0.0))
+    mdd = (widen * _Z.inv_cdf(0.975) + t_quantile(0.8, df)) * se
+    out.update(pp=d, lo=lo, hi=hi, mdd_pp=mdd)
+    if lo > 0 or hi < 0:
+        out["kind"] = "differs"
+        out["text"] = f"differs by {_pp(d)} pp [{_pp(lo)}, {_pp(hi)}]"
+    else:
+        out["kind"] = "no_difference"
+        out["text"] = f"no difference detectable above {mdd:.1f} pp"
     return out
 
 

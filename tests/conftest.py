@@ -56,6 +56,26 @@ def port_in(lo: int, hi: int) -> int:
     pytest.skip(f"no free port in {lo}-{hi - 1}")
 
 
+def run_measure(args: list[str], out: Path, timeout: float = 60) -> tuple[int, dict | None, str]:
+    """Run scripts/measure.py with ``args`` and ``--out out`` (no API key from the environment);
+    returns (exit status, the document — validated against schema/result.schema.json — or None
+    when none was written, stderr). A traceback on stderr fails the test."""
+    import json
+
+    import jsonschema
+
+    env = {k: v for k, v in os.environ.items() if k != "SPARKBENCH_API_KEY"}
+    p = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "measure.py"), *args, "--out", str(out)],
+                       capture_output=True, text=True, timeout=timeout, env=env)
+    doc = json.loads(out.read_text(encoding="utf-8")) if out.exists() else None
+    if doc is not None:
+        schema = json.loads((REPO_ROOT / "schema" / "result.schema.json").read_text(encoding="utf-8"))
+        errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(doc), key=str)
+        assert not errors, "schema: " + "; ".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5])
+    assert "Traceback" not in p.stderr, p.stderr
+    return p.returncode, doc, p.stderr
+
+
 def docker_available() -> tuple[bool, str]:
     """(True, "") when a Docker engine answers; else (False, why)."""
     try:

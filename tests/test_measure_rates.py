@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import jsonschema
 import pytest
 
 from sparkbench import measure as M
-from conftest import port_in
+from conftest import port_in, run_measure
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"
@@ -33,15 +32,7 @@ BASE = ["--output-tokens", "16", "--runs", "1", "--warmup", "0", "--concurrency"
 
 def measure(args: list[str], out: Path, timeout: float = 60) -> tuple[int, dict | None, str]:
     """Run measure.py; returns (exit status, validated document or None, stderr)."""
-    env = {k: v for k, v in os.environ.items() if k != "SPARKBENCH_API_KEY"}
-    p = subprocess.run([sys.executable, str(MEASURE), *args, "--out", str(out)], capture_output=True,
-                       text=True, timeout=timeout, env=env)
-    doc = json.loads(out.read_text(encoding="utf-8")) if out.exists() else None
-    if doc is not None:
-        errors = sorted(VALIDATOR.iter_errors(doc), key=str)
-        assert not errors, "schema: " + "; ".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5])
-    assert "Traceback" not in p.stderr, p.stderr
-    return p.returncode, doc, p.stderr
+    return run_measure(args, out, timeout)
 
 
 def sim_rows(base_url: str) -> dict[str, dict]:
@@ -242,3 +233,73 @@ def test_bad_replay_file_names_the_option(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, str(MEASURE), "--base-url", "http://127.0.0.1:9", "--replay", str(bad),
                         "--out", str(tmp_path / "x.json")], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "argument --replay" in p.stderr and "line 2" in p.stderr, p.stderr
+
+
+# ---- --search-by concurrency (closed loop) ---------------------------------------------------------
+
+
+def test_search_by_concurrency_closed_loop_against_the_simulator(sim_factory, tmp_path: Path) -> None:
+    """One engine slot, 16 tokens at 200 tok/s: one request in flight never waits (TTFT ≈ 45 ms),
+    with two in flight every other request waits for a whole request (TTFT ≥ 150 ms). Levels 1 (pass),
+    2 (fail): adjacent, so the search stops at best 1. Truth: on the simulator's timeline no level
+    ever has more than N of its requests between arrival and last token, and its own TTFTs give the
+    same good requests."""
+    s = sim_factory(args=[*BARE, "--max-num-seqs", "1"], env={"VLLM_SIM_RATE": "200"}, port=port_in(19100, 19200))
+    code, doc, err = measure(["--base-url", s.base_url, *BASE, "--search-by", "concurrency", "--rate-search", "0.85",
+                              "--rate-requests", "8", "--slo", "ttft=0.1"], tmp_path / "c.json", timeout=60)
+    assert code == 0, err
+    rs = doc["rate_search"]
+    assert rs["by"] == "concurrency" and doc["settings"]["search_by"] == "concurrency"
+    assert rs["tried"] == [1, 2] and rs["best_concurrency"] == 1 and rs["best_rate"] is None
+    assert rs["max_steps"] == M.CONCURRENCY_SEARCH_STEPS and rs["extra_rates"] == []
+    rows = sim_rows(s.base_url)
+    by_n = {e["max_concurrency"]: e for e in doc["rates"]}
+    assert sorted(by_n) == [1, 2]
+    for n, e in by_n.items():
+        assert e["rate"] == "inf" and e["search"] and e["requests"] == 8 == e["completed"]
+        mine = [rows["chatcmpl-" + p["id"]] for p in e["per_request"]]
+        spans = [(r["arrival"], r["last_token"]) for r in mine]
+        assert max(sum(1 for x, y in spans if x <= a < y) for a, _ in spans) <= n
+        true_good = [r["first_token"] - r["arrival"] <= 0.1 for r in mine]
+        assert sum(a != bool(p["good"]) for a, p in zip(true_good, e["per_request"])) <= 1
+    assert by_n[1]["slo_met_share"] >= 0.85 > by_n[2]["slo_met_share"]
+
+
+def test_concurrency_search_doubles_then_bisects_within_its_bounds() -> None:
+    """The search logic with a stub phase (share 1 up to 5 in flight, 0.5 above): 1, 2, 4, 8 (fails),
+    6, 5: best 5; a limit that never fails stops at CONCURRENCY_SEARCH_MAX or the step bound."""
+    def make(ok_up_to: int, start: list[str]) -> "M.Measurement":
+        m = M.Measurement(M.build_parser().parse_args(["--base-url", "http://127.0.0.1:9", "--out", "-", *start,
+                                                       "--search-by", "concurrency", "--slo", "e2e=1",
+                                                       "--rate-search", "0.9"]), None)
+        m.rate_phase = lambda rate, cpt, search=False, concurrency=None: {
+            "slo_met_share": 1.0 if concurrency <= ok_up_to else 0.5}
+        m.concurrency_search(0.9, 4.0)
+        return m
+    rs = make(5, []).doc["rate_search"]
+    assert rs["tried"] == [1, 2, 4, 8, 6, 5] and rs["best_concurrency"] == 5 and rs["by"] == "concurrency"
+    rs = make(10_000, ["--rate-max-concurrency", "3"]).doc["rate_search"]
+    assert rs["tried"][0] == 3 and len(rs["tried"]) <= M.CONCURRENCY_SEARCH_STEPS
+    assert max(rs["tried"]) <= M.CONCURRENCY_SEARCH_MAX and rs["best_concurrency"] == max(rs["tried"])
+    rs = make(0, ["--rate-max-concurrency", "4"]).doc["rate_search"]
+    assert rs["tried"] == [4, 2, 1] and rs["best_concurrency"] is None
+
+
+def test_rate_search_records_by_rate() -> None:
+    m = M.Measurement(M.build_parser().parse_args(["--base-url", "http://127.0.0.1:9", "--out", "-", "--rate", "1",
+                                                   "--slo", "e2e=1", "--rate-search", "0.9"]), None)
+    m.rate_phase = lambda rate, cpt, search=False, concurrency=None: {"slo_met_share": 1.0 if rate <= 3 else 0.5}
+    m.rate_search(0.9, [(1.0, 1.0)], 4.0)
+    rs = m.doc["rate_search"]
+    assert rs["by"] == "rate" and rs["best_concurrency"] is None and rs["best_rate"] == 3.0
+    assert rs["tried"][:4] == [1.0, 2.0, 4.0, 3.0] and len(rs["extra_rates"]) <= M.RATE_SEARCH_STEPS
+    assert m.settings()["search_by"] == "rate"
+
+
+@pytest.mark.parametrize("args", [["--search-by", "concurrency", "--slo", "e2e=1"],
+                                  ["--search-by", "concurrency", "--rate-search", "0.9"],
+                                  ["--search-by", "latency"]])
+def test_bad_search_by_names_the_option(tmp_path: Path, args: list[str]) -> None:
+    p = subprocess.run([sys.executable, str(MEASURE), "--base-url", "http://127.0.0.1:9", *args, "--out",
+                        str(tmp_path / "x.json")], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "argument --search-by" in p.stderr, p.stderr

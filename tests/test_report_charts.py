@@ -74,10 +74,11 @@ def test_fleet_charts_synthetic(tmp_path: Path):
 def test_all_charts_order(tmp_path: Path):
     drawn = charts.all_charts(load("fleet-sim"), tmp_path)
     names = [c["name"] for c in drawn]
-    assert names == ["mtp_uplift", "build_vs_build", "parallel_scaling", "fleet_bars", "history", "goodput"]
-    # no stored history given and no arrival-rate phase: neither the trend nor the goodput chart is drawn
-    assert drawn[-2]["path"] is None and drawn[-1]["path"] is None
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(n + ".png" for n in names[:-2])
+    assert names == ["mtp_uplift", "build_vs_build", "parallel_scaling", "fleet_bars", "history", "goodput",
+                     "slo_rate", "multi_turn"]
+    # no stored history given, no arrival-rate or multi-turn phase: none of the last four charts is drawn
+    assert all(c["path"] is None for c in drawn[-4:])
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(n + ".png" for n in names[:-4])
 
 
 def test_history_chart_draws_each_host_with_two_runs_and_leaves_gaps(tmp_path: Path):

@@ -57,3 +57,31 @@ def test_an_unknown_workload_is_an_input_error():
 def test_bad_rate_settings_name_the_variable(key, value, words):
     errors = settings.settings_errors({key: value})
     assert any(words in e for e in errors), errors
+
+
+def test_a_concurrency_search_runs_without_rates_and_a_rate_search_needs_them():
+    s = settings.normalize(settings.from_vars({"llm_bench_rate_search": 0.9, "llm_bench_search_by": "concurrency",
+                                               "llm_bench_rate_max_concurrency": 2, "llm_bench_rate_requests": 16}))
+    args = measure.build_parser().parse_args(settings.measure_argv(s, **ARGV)[2:])
+    assert args.rate is None and args.search_by == "concurrency" and args.rate_search == 0.9
+    assert args.rate_max_concurrency == 2 and args.rate_requests == 16 and args.slo == settings.DEFAULTS["slo"]
+    errors = settings.settings_errors({"rate_search": 0.9, "rates": []})
+    assert any("llm_bench_rates is empty" in e and "llm_bench_search_by: concurrency" in e for e in errors)
+    assert any("llm_bench_rate_max_concurrency" in e for e in settings.settings_errors({"rate_max_concurrency": 0}))
+    assert any("llm_bench_search_by" in e for e in settings.settings_errors({"search_by": "tokens"}))
+
+
+def test_serving_turns_every_phase_on_where_its_setting_is_at_the_default():
+    s = settings.normalize(settings.from_vars({"bench_workloads": "serving"}))
+    assert s["prefix_tokens"] == settings.SERVING["prefix_tokens"] and s["turns"] == settings.SERVING["turns"]
+    assert s["tools"] is True
+    own = settings.normalize(settings.from_vars({"bench_workloads": "serving", "llm_bench_prefix_tokens": 1024,
+                                                 "llm_bench_turns": 2}))
+    assert own["prefix_tokens"] == 1024 and own["turns"] == 2
+    plain = settings.normalize(settings.from_vars({}))
+    assert plain["prefix_tokens"] == 0 and plain["turns"] == 0 and plain["tools"] is False
+    argv = settings.measure_argv(plain, **ARGV)
+    assert not {"--prefix-tokens", "--turns", "--tools"} & set(argv)
+    for key, bad in (("prefix_requests", 1), ("turns", -1), ("tool_choice", "always"), ("tools", "maybe")):
+        errors = settings.settings_errors({key: bad})
+        assert errors and f"llm_bench_{key}" in errors[0], (key, errors)

@@ -18,6 +18,7 @@ from .gpustate import GpuState
 from .knobs import Knobs, KnobError
 from .metrics import Metrics
 from .pacing import KV_DTYPE_BYTES, PacingModel
+from .prefix_cache import PrefixCache
 from .server import SimHTTPServer, read_messages
 from .startup_log import StartupLog
 from .vlog import access_log, fatal, log
@@ -82,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reasoning-parser", default=None)
     p.add_argument("--speculative-config", "-sc", type=json.loads, default=None)
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--block-size", type=int, default=None)
+    p.add_argument("--num-gpu-blocks-override", type=int, default=None)
+    p.add_argument("--enable-prompt-tokens-details", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=False)
@@ -105,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--uvicorn-log-level", default="info")
     p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--attention-backend", default=None)
+    p.add_argument("--enable-auto-tool-choice", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--tool-call-parser", default=None)
     return p
 
 
@@ -117,6 +123,9 @@ def system_fingerprint(version: str, args, model: dict) -> str:
         flags.pop("pipeline_parallel_size")
     if flags.get("distributed_executor_backend") is None:
         flags.pop("distributed_executor_backend", None)
+    for name in ("block_size", "num_gpu_blocks_override", "enable_prompt_tokens_details"):  # prefix-cache flags
+        if not flags.get(name):
+            flags.pop(name, None)
     digest = hashlib.sha256(json.dumps([model.get("id"), flags], sort_keys=True, default=str).encode()).hexdigest()
     return f"vllm-{version}-{digest[:8]}"
 
@@ -132,6 +141,9 @@ class App:
         self.model_path = args.model_tag
         self.served_names = args.served_model_name or [args.model_tag]
         self.reasoning_parser = args.reasoning_parser if args.reasoning_parser not in (None, "", "none") else None
+        # vLLM 0.32 loads a tool parser only with --enable-auto-tool-choice (parser/parser_manager.py)
+        self.tool_parser = args.tool_call_parser if args.enable_auto_tool_choice else None
+        self.tool_format = model.get("tool_call_format")   # the model's native call format (toolcalls.py)
         self.model_thinks = bool(model.get("reasoning_parser"))
         self.api_key = args.api_key or os.environ.get("VLLM_API_KEY") or None
         weights = float(model.get("download_size_gb", 0)) * 1e9
@@ -140,11 +152,16 @@ class App:
         budget = args.gpu_memory_utilization * float(hw["unified_memory_gb"]) * 1e9 * world - weights
         self.kv_capacity_tokens = max(budget, 1e9) / max(pacing.kv_bytes_per_token, 1.0)
         prefix = args.enable_prefix_caching if args.enable_prefix_caching is not None else True
-        block = 16
+        block = cache_block_size(args, model, prefix)
+        num_blocks = args.num_gpu_blocks_override or int(self.kv_capacity_tokens // block)
+        if args.num_gpu_blocks_override:
+            self.kv_capacity_tokens = float(num_blocks * block)
+        self.prefix_cache = PrefixCache(block, num_blocks, enabled=prefix)
+        self.prompt_tokens_details = bool(args.enable_prompt_tokens_details)
         cache_info = {"block_size": block, "cache_dtype": args.kv_cache_dtype, "enable_prefix_caching": prefix,
                       "gpu_memory_utilization": args.gpu_memory_utilization,
                       "kv_cache_size_tokens": int(self.kv_capacity_tokens),
-                      "num_gpu_blocks": int(self.kv_capacity_tokens // block), "num_cpu_blocks": None,
+                      "num_gpu_blocks": num_blocks, "num_cpu_blocks": None,
                       "prefix_caching_hash_algo": "sha256", "sliding_window": None}
         self.metrics = Metrics(self.served_names[0], max_model_len, spec_k, cache_info=cache_info)
         self.faults = Faults(knobs)
@@ -160,7 +177,8 @@ class App:
         self.engine = Engine(pacing, self.metrics, self.faults, spec_k=spec_k, acceptance=acc,
                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched,
                              jitter=knobs.jitter, seed=knobs.seed, kv_capacity_tokens=self.kv_capacity_tokens,
-                             request_noise=knobs.request_noise, gpu_state=GpuState(knobs.gpu_state_file))
+                             request_noise=knobs.request_noise, gpu_state=GpuState(knobs.gpu_state_file),
+                             prefix_cache=self.prefix_cache)
 
     def next_seed(self) -> int:
         with self._seed_lock:
@@ -199,6 +217,10 @@ class App:
                 "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
                 "max_num_batched_tokens": self.max_batched,
                 "cluster": self.workers.info() if self.workers is not None else None,
+                "prefix_cache": {"enabled": self.prefix_cache.enabled, "block_size": self.prefix_cache.block_size,
+                                 "num_blocks": self.prefix_cache.num_blocks,
+                                 "cached_blocks": len(self.prefix_cache.blocks),
+                                 "evictions": self.prefix_cache.evictions},
                 "pacing": {"time_scale": pm.time_scale, "bandwidth_bytes_s": pm.bw_bytes_s,
                            "dense_bytes": pm.dense_bytes, "expert_bytes_per_slot": pm.expert_bytes_slot,
                            "state_bytes": pm.state_bytes, "kv_bytes_per_token": pm.kv_bytes_per_token,
@@ -206,6 +228,22 @@ class App:
                            "predicted_tok_s_1": pm.expected_rate(1), "predicted_tok_s_8": pm.expected_rate(8),
                            "tensor_parallel_size": pm.tp, "pipeline_parallel_size": pm.pp,
                            "link_bytes_s": pm.link_bytes_s, "allreduce_latency_s": pm.link_latency_s}}
+
+
+def cache_block_size(args, model: dict, prefix: bool) -> int:
+    """KV block size in tokens: --block-size, else 16; a hybrid (GDN/Mamba) model with prefix
+    caching gets its profile's mamba_block_size (vLLM raises the attention block so one page
+    holds one recurrent-state page, and caches in those blocks)."""
+    if model.get("hybrid") and prefix and model.get("mamba_block_size"):
+        return int(model["mamba_block_size"])
+    return int(args.block_size or 16)
+
+
+def _hit_rate_part(app: App) -> str:
+    """``, Prefix cache hit rate: X%`` over the most recent 1000 requests (vLLM's CachingMetrics);
+    empty with prefix caching off or before any request was scheduled (vLLM omits it then)."""
+    rate = app.prefix_cache.hit_rate_pct()
+    return "" if rate is None else f", Prefix cache hit rate: {rate:.1f}%"
 
 
 def _stats_logger(app: App, interval: float) -> None:
@@ -222,8 +260,8 @@ def _stats_logger(app: App, interval: float) -> None:
         if not idle:
             log(f"Engine 000: Avg prompt throughput: {(p - last_p) / dt:.1f} tokens/s, "
                 f"Avg generation throughput: {(g - last_g) / dt:.1f} tokens/s, Running: {len(eng.running)} reqs, "
-                f"Waiting: {len(eng.waiting)} reqs, GPU KV cache usage: {100 * m.gauges['vllm:kv_cache_usage_perc']:.1f}%, "
-                f"Prefix cache hit rate: 0.0%", where="loggers.py:259")
+                f"Waiting: {len(eng.waiting)} reqs, GPU KV cache usage: {100 * m.gauges['vllm:kv_cache_usage_perc']:.1f}%"
+                + _hit_rate_part(app), where="loggers.py:259")
             drafts = m.spec["drafts"] - last_spec["drafts"]
             if app.spec_k and drafts > 0:
                 acc = m.spec["accepted"] - last_spec["accepted"]
@@ -254,6 +292,14 @@ def validate(args, knobs: Knobs, hw: dict, model: dict) -> tuple[int, int, int, 
                   f"quantization method specified in the `quantization` argument ({q}).")
     if args.kv_cache_dtype not in KV_DTYPES and not args.kv_cache_dtype.startswith(("turboquant_", "octave_")):
         fatal(f"ValueError: Invalid kv_cache_dtype: '{args.kv_cache_dtype}'. Valid values are: {KV_DTYPES}")
+    # --enable-auto-tool-choice / --tool-call-parser (vLLM 0.32's texts)
+    if args.enable_auto_tool_choice:
+        from .toolcalls import TOOL_PARSERS
+        if not args.tool_call_parser:
+            fatal("TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser")
+        if args.tool_call_parser not in TOOL_PARSERS:
+            fatal(f"TypeError: Error: --enable-auto-tool-choice requires tool_parser:'{args.tool_call_parser}' "
+                  "which has not been registered")
     # --reasoning-parser
     if args.reasoning_parser not in (None, "", "none") and args.reasoning_parser not in REASONING_PARSERS:
         fatal(f"KeyError: 'invalid reasoning parser: {args.reasoning_parser} (chose from {{ {','.join(REASONING_PARSERS)} }})'")

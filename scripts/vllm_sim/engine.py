@@ -43,6 +43,12 @@ class Request:
     aborted: bool = False
     #: per-request step-time factor exp(N(0, VLLM_SIM_REQUEST_NOISE)), set by :meth:`Engine.submit`
     noise_factor: float = 1.0
+    #: chained keys of the prompt's full blocks (prefix_cache.PrefixCache.hashes; empty: caching off)
+    block_hashes: list = field(default_factory=list)
+    #: prompt tokens found in the prefix cache when the request was scheduled (not prefilled)
+    cached_tokens: int = 0
+    #: the prompt as simulator tokens (prefix_cache.render_stream); the generated tokens extend it
+    prompt_stream: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         natural = max(self.plan.natural_len, self.min_tokens)
@@ -57,7 +63,8 @@ class Request:
                 "first_token": self.first_token, "last_token": self.last_token,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced,
                 "reasoning_tokens": self.reasoning_tokens, "steps": self.steps,
-                "finish_reason": self.finish_reason, "noise_factor": self.noise_factor}
+                "finish_reason": self.finish_reason, "noise_factor": self.noise_factor,
+                "cached_tokens": self.cached_tokens}
 
 
 def draw_accepted(rates: list[float], k: int, rng: random.Random) -> int:
@@ -81,7 +88,8 @@ class Engine(threading.Thread):
 
     def __init__(self, pacing, metrics, faults, *, spec_k: int, acceptance: list[float],
                  max_num_seqs: int, max_num_batched_tokens: int, jitter: float, seed: int,
-                 kv_capacity_tokens: float, request_noise: float = 0.0, gpu_state=None) -> None:
+                 kv_capacity_tokens: float, request_noise: float = 0.0, gpu_state=None,
+                 prefix_cache=None) -> None:
         super().__init__(name="EngineCore", daemon=True)
         self.pacing, self.metrics, self.faults = pacing, metrics, faults
         self.k, self.acceptance = spec_k, acceptance
@@ -104,6 +112,8 @@ class Engine(threading.Thread):
         self.gpu_state = gpu_state  # gpustate.GpuState: tells the nvidia-smi/dmesg stand-ins what runs
         #: cluster mode only (cluster.RayWorkers): every step calls every worker; None on one unit
         self.workers = None
+        #: prefix_cache.PrefixCache (None: no cache at all); hits cut the prefill a request needs
+        self.prefix_cache = prefix_cache
 
     # --- API for the HTTP layer ---------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -143,6 +153,7 @@ class Engine(threading.Thread):
                     if r.aborted:
                         continue
                     r.scheduled = time.time()
+                    self._prefix_lookup(r)
                     self.running.append(r)
                     started += 1
                 for r in [r for r in self.running if r.aborted]:
@@ -205,8 +216,9 @@ class Engine(threading.Thread):
         for r, take in chunks:
             r.prefill_done += take
             step_tokens += take
+            self._prefix_insert(r)
             if r.prefill_done >= r.prompt_tokens and not r.aborted:
-                m.prompt_computed(r.prompt_tokens)
+                m.prompt_computed(r.prompt_tokens, r.cached_tokens)
                 self.total_prompt += r.prompt_tokens
                 m.observe("vllm:time_to_first_token_seconds", t - r.arrival)
                 r.first_token = t
@@ -225,6 +237,41 @@ class Engine(threading.Thread):
                 self.gpu_state.update(len(self.running))
         self.faults.after_tokens(self.total_generated)
 
+    def _prefix_lookup(self, r: Request) -> None:
+        """At scheduling: the cached leading blocks are a hit and need no prefill (counted as
+        vLLM's prefix_cache_queries / _hits); nothing is queried with caching off."""
+        pc = self.prefix_cache
+        if pc is None or not pc.enabled or r.prefill_done:
+            return
+        hits = pc.lookup(r.block_hashes, r.prompt_tokens)
+        r.cached_tokens = hits
+        r.prefill_done = hits
+        self.metrics.prefix_query(r.prompt_tokens, hits)
+
+    def _prefix_insert(self, r: Request) -> None:
+        """After a prefill chunk: the request's fully computed blocks enter the cache; the LRU
+        keeps room for the blocks running requests hold outside it."""
+        pc = self.prefix_cache
+        if pc is None or not pc.enabled or r.aborted:
+            return
+        bs = pc.block_size
+        reserved = sum(-(-(q.prefill_done + q.produced) // bs) - min(q.prefill_done // bs, len(q.block_hashes))
+                       for q in self.running)
+        pc.insert(r.block_hashes, r.prefill_done, reserved)
+
+    def _cache_generated(self, r: Request) -> None:
+        """A finished request's full blocks over prompt + generated tokens enter the cache (vLLM
+        caches decode blocks as they fill; the last sampled token has no KV yet), so a next turn
+        that re-sends this answer hits up to where its history differs from what was generated."""
+        pc = self.prefix_cache
+        if pc is None or not pc.enabled or r.aborted or not r.prompt_stream or r.produced < 2:
+            return
+        tokens = list(r.prompt_stream) + [r.plan.token(i)[1] for i in range(r.produced)]
+        bs = pc.block_size
+        reserved = sum(-(-(q.prefill_done + q.produced) // bs) - min(q.prefill_done // bs, len(q.block_hashes))
+                       for q in self.running if q is not r)
+        pc.insert(pc.hashes(tokens), r.prompt_tokens + r.produced - 1, reserved)
+
     def _tokens(self, r: Request, n: int, t: float) -> None:
         toks = [r.plan.token(r.produced + i) for i in range(n)]
         r.produced += n
@@ -237,6 +284,7 @@ class Engine(threading.Thread):
 
     def _finish(self, r: Request, reason: str, t: float) -> None:
         m = self.metrics
+        self._cache_generated(r)
         r.finish_reason = reason
         m.finished(reason)
         if r.first_token is not None:
@@ -254,5 +302,5 @@ class Engine(threading.Thread):
             m.observe("vllm:request_params_max_tokens", r.max_tokens)
             m.observe("vllm:request_params_n", 1)
             m.observe("vllm:request_num_preemptions", 0)
-            m.observe("vllm:request_prefill_kv_computed_tokens", r.prompt_tokens)
+            m.observe("vllm:request_prefill_kv_computed_tokens", r.prompt_tokens - r.cached_tokens)
         r.out.put(("finish", t, reason))

@@ -137,12 +137,22 @@ class Metrics:
         with self.lock:
             self.hists[name].observe(v)
 
-    def prompt_computed(self, tokens: int) -> None:
-        """A finished prefill of ``tokens`` prompt tokens, all computed locally (no prefix-cache hits)."""
+    def prompt_computed(self, tokens: int, cached: int = 0) -> None:
+        """A finished prefill of ``tokens`` prompt tokens, ``cached`` of them prefix-cache hits
+        (vLLM counts every prompt token in vllm:prompt_tokens and splits them by source)."""
         with self.lock:
             self.counters["vllm:prompt_tokens"] += tokens
-            self.prompt_by_source["local_compute"] += tokens
-            self.counters["vllm:prefix_cache_queries"] += tokens
+            self.prompt_by_source["local_compute"] += tokens - cached
+            self.prompt_by_source["local_cache_hit"] += cached
+            self.counters["vllm:prompt_tokens_cached"] += cached
+            self.cached_by_source["device"] += cached
+
+    def prefix_query(self, queries: int, hits: int) -> None:
+        """A request scheduled with prefix caching on: ``queries`` prompt tokens looked up,
+        ``hits`` found (vLLM's prefix_cache_queries / prefix_cache_hits, both in tokens)."""
+        with self.lock:
+            self.counters["vllm:prefix_cache_queries"] += queries
+            self.counters["vllm:prefix_cache_hits"] += hits
 
     def add_traffic(self, read: float, write: float, flops: float) -> None:
         """One engine step's estimated traffic and work (the roofline's own figures)."""

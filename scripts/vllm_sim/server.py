@@ -9,8 +9,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import answers
+from . import answers, toolcalls
 from .engine import Request
+from .prefix_cache import render_stream
 from .vlog import log
 
 METRICS_CTYPE = "text/plain; version=1.0.0; charset=utf-8"   # as prometheus_client 0.26 (vLLM 0.32) labels it
@@ -203,6 +204,11 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "messages: Field required; send a non-empty list of chat messages.", "messages")
         stream, include_usage, continuous = self._stream_flags(body)
         text, images, prompt_tokens = app.read_messages(msgs)
+        tools = body.get("tools") or None
+        tool_choice = body.get("tool_choice", "auto" if tools else "none")
+        if tools:   # the chat template renders the tool schemas into the prompt
+            prompt_tokens += answers.count_tokens(json.dumps(tools, ensure_ascii=False))
+            self._check_tool_choice(tool_choice)
         mml = self._check_prompt_length(prompt_tokens)
         field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
         mt = body.get(field)
@@ -226,13 +232,37 @@ class Handler(BaseHTTPRequestHandler):
         thinking = app.model_thinks and ctk.get("enable_thinking", body.get("reasoning_effort") != "none") is not False
         rid = "chatcmpl-" + (self.headers.get("X-Request-Id") or secrets.token_hex(8))
         plan = app.answers.plan(text, images, thinking, seed=app.next_seed())
+        tool_ctx = None
+        if tools and tool_choice != "none":   # calls decided from the request (toolcalls.py)
+            calls = toolcalls.decide(text, tools, tool_choice)
+            forced = tool_choice != "auto"   # required / named: structured outputs in the parser's format
+            fmt = toolcalls.parser_format(app.tool_parser) if forced else app.tool_format
+            if calls:
+                plan.content = answers.tokenize(toolcalls.render(calls, fmt))
+            tool_ctx = {"tools": tools, "choice": tool_choice, "calls": calls, "format": fmt, "forced": forced}
         req = Request(rid=rid, prompt_tokens=prompt_tokens, max_tokens=mt, plan=plan,
                       min_tokens=min_tokens, ignore_eos=bool(body.get("ignore_eos")))
+        if app.prefix_cache.enabled:   # the prompt's block keys (prefix_cache.py)
+            req.prompt_stream = render_stream(msgs, bool(app.model.get("vision")))
+            req.block_hashes = app.prefix_cache.hashes(req.prompt_stream)
         app.engine.submit(req)
         if stream:
             self._stream(req, model, include_usage, continuous)
         else:
-            self._complete(req, model)
+            self._complete(req, model, tool_ctx)
+
+    def _check_tool_choice(self, tool_choice) -> None:
+        """vLLM 0.32's checks (renderers/online_renderer.py): without a tool parser (which needs
+        --enable-auto-tool-choice --tool-call-parser) "auto", "required" and named are refused."""
+        if self.app.tool_parser is not None or tool_choice in (None, "none"):
+            return
+        if tool_choice == "auto":
+            raise ApiError(400, toolcalls.AUTO_NEEDS_FLAGS)
+        if isinstance(tool_choice, dict):
+            desc = f'function "{(tool_choice.get("function") or {}).get("name")}"'
+        else:
+            desc = f'"{tool_choice}"'
+        raise ApiError(400, f"tool_choice={desc} requires --tool-call-parser to be set")
 
     def completion(self, body: dict) -> None:
         """``/v1/completions``: plain text in ``choices[].text``; non-stream max_tokens defaults to 16."""
@@ -260,6 +290,9 @@ class Handler(BaseHTTPRequestHandler):
         plan = app.answers.plan(prompt, [], False, seed=app.next_seed())
         req = Request(rid=rid, prompt_tokens=prompt_tokens, max_tokens=mt, plan=plan, min_tokens=min_tokens,
                       ignore_eos=bool(body.get("ignore_eos")))
+        if app.prefix_cache.enabled:
+            req.prompt_stream = answers.tokenize(prompt)
+            req.block_hashes = app.prefix_cache.hashes(req.prompt_stream)
         app.engine.submit(req)
         base = {"id": rid, "object": "text_completion", "created": int(time.time()), "model": model}
         usage = lambda n: {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n}
@@ -337,6 +370,9 @@ class Handler(BaseHTTPRequestHandler):
             u["completion_tokens_details"] = {"reasoning_tokens": req.reasoning_tokens}
         elif details:
             u["completion_tokens_details"] = None
+        if self.app.prompt_tokens_details and req.cached_tokens:
+            # --enable-prompt-tokens-details: vLLM adds it when some prompt tokens were cached
+            u["prompt_tokens_details"] = {"cached_tokens": req.cached_tokens}
         return u
 
     def _running_usage(self, req: Request, produced: int, reasoning: int) -> dict:
@@ -420,7 +456,7 @@ class Handler(BaseHTTPRequestHandler):
             self.app.engine.abort(req)
             self.close_connection = True
 
-    def _complete(self, req: Request, model: str) -> None:
+    def _complete(self, req: Request, model: str, tool_ctx: dict | None = None) -> None:
         reasoning, content, reason = [], [], "stop"
         while True:
             ev = req.out.get()
@@ -431,9 +467,21 @@ class Handler(BaseHTTPRequestHandler):
                 reason = ev[2]
                 break
         msg = {"role": "assistant", "content": "".join(content) or None, "refusal": None, "annotations": None,
-               "audio": None, "function_call": None, "tool_calls": [],
+               "audio": None, "function_call": None,
                "reasoning": "".join(reasoning) or None if self.app.reasoning_parser else None}
-        usage = {**self._usage(req, details=True), "prompt_tokens_details": None}
+        if tool_ctx is None:
+            msg["tool_calls"] = []
+        else:   # vLLM drops tool_calls from the message when there are none
+            parser = None if tool_ctx["forced"] else self.app.tool_parser   # forced: vLLM reads its own tag
+            parsed = toolcalls.parse(msg["content"] or "", tool_ctx["format"], parser, tool_ctx["tools"])
+            if parsed is not None and parsed[1]:
+                msg["content"], calls = parsed
+                if tool_ctx["forced"]:
+                    msg["content"] = ""
+                msg["tool_calls"] = toolcalls.message_calls(calls)
+                reason = toolcalls.finish_reason(reason, True, tool_ctx["choice"])
+        usage = self._usage(req, details=True)
+        usage.setdefault("prompt_tokens_details", None)
         body = {"id": req.rid, "object": "chat.completion", "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": reason,
                              "stop_reason": None, "token_ids": None}],

@@ -238,27 +238,95 @@ def history_lines(trends: dict[str, list[dict]] | None, out_dir: Path, max_hosts
 
 def goodput_curves(results: list[dict], out_dir: Path) -> dict:
     """Goodput against the arrival rate, one line per unit × variant (the dashed diagonal: every
-    request good). data: {label: [[rate, goodput], ...]}; nothing is drawn without a rate phase."""
+    request good); the highest rate meeting the SLO of each line is ringed (its figures:
+    :func:`slo_rate_bars`). data: {label: [[rate, goodput], ...]}; nothing is drawn without a rate
+    phase."""
     data: dict[str, list[list[float]]] = {}
+    best: dict[str, float | None] = {}
     for r in results:
         pts = sorted([float(x["rate"]), float(x["goodput"])] for x in nb.rates_of(r)
                      if isinstance(x.get("rate"), (int, float)) and x.get("goodput") is not None)
         if pts:
             data[f"{nb.unit_of(r)}/{nb.variant_name(r)}"] = pts
+            best[f"{nb.unit_of(r)}/{nb.variant_name(r)}"] = nb.highest_rate_meeting_slo(r)[0]
     title = _title("Goodput (requests/s meeting every SLO) by arrival rate", results)
     if not data:
         return {"name": "goodput", "path": None, "title": title, "data": data}
     fig, ax = plt.subplots(figsize=(7, 4.2))
     top = max(p[0] for pts in data.values() for p in pts)
     ax.plot([0, top], [0, top], linestyle="--", color="grey", linewidth=0.8, label="every request good")
+    ringed = False
     for label, pts in data.items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        at = [p for p in pts if best.get(label) is not None and p[0] == best[label]]
+        if at:
+            ax.plot([at[0][0]], [at[0][1]], marker="o", markersize=13, markerfacecolor="none",
+                    markeredgecolor=line.get_color(), linestyle="none",
+                    label=None if ringed else "highest rate meeting the SLO")
+            ringed = True
     ax.set_xlabel("arrival rate (requests/s)")
     ax.set_ylabel("goodput (requests/s)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return {"name": "goodput", "path": _save(fig, out_dir / "goodput.png"), "title": title, "data": data}
+
+
+def slo_rate_bars(results: list[dict], out_dir: Path) -> dict:
+    """The highest arrival rate meeting the SLO (:func:`~sparkbench.report.numbers.highest_rate_meeting_slo`),
+    one bar per unit × variant that ran the arrival-rate phase (0 and "none" when no rate tried met
+    it). data: labels, best_rate (None = none met), target_share."""
+    data: dict[str, list] = {"labels": [], "best_rate": [], "target_share": []}
+    for r in nb.sort_results(results):
+        if not nb.is_measured(r) or not nb.rates_of(r):
+            continue
+        best, target = nb.highest_rate_meeting_slo(r)
+        data["labels"].append(f"{nb.unit_of(r)}/{nb.variant_name(r)}")
+        data["best_rate"].append(best)
+        data["target_share"].append(target)
+    title = _title("Highest arrival rate meeting the SLO", results)
+    if not data["labels"]:
+        return {"name": "slo_rate", "path": None, "title": title, "data": data}
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(data["labels"]) + 2), 3.8))
+    values = [b or 0.0 for b in data["best_rate"]]
+    bars = ax.bar(range(len(values)), values, color=DARK)
+    for bar, best in zip(bars, data["best_rate"]):
+        ax.annotate("none" if best is None else f"{best:g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(values)), data["labels"], rotation=15, fontsize=7)
+    shares = sorted({t for t in data["target_share"] if t is not None})
+    ax.set_ylabel("requests/s (" + "/".join(f"{100 * t:.0f}" for t in shares) + " % of requests within every SLO)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+    return {"name": "slo_rate", "path": _save(fig, out_dir / "slo_rate.png"), "title": title, "data": data}
+
+
+def multi_turn_lines(results: list[dict], out_dir: Path) -> dict:
+    """TTFT (left) and decode tok/s (right) against the context tokens of each turn, one line per
+    unit × variant with the multi-turn phase. data: {label: {"context": [...], "ttft_s": [...],
+    "decode_tok_s": [...]}}."""
+    data: dict[str, dict[str, list]] = {}
+    for r in nb.sort_results(results):
+        turns = nb.multi_turn_rows(r)
+        if turns:
+            data[f"{nb.unit_of(r)}/{nb.variant_name(r)}"] = {
+                "context": [t["context_tokens"] for t in turns], "ttft_s": [t["ttft_s"] for t in turns],
+                "decode_tok_s": [t["decode_tok_s"] for t in turns]}
+    title = _title("Multi-turn: TTFT and decode by context depth", results)
+    if not data:
+        return {"name": "multi_turn", "path": None, "title": title, "data": data}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+    for label, d in data.items():
+        for ax, key in ((left, "ttft_s"), (right, "decode_tok_s")):
+            pts = [(x, y) for x, y in zip(d["context"], d[key]) if x is not None and y is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    for ax, ylabel in ((left, "TTFT (s)"), (right, "decode tok/s")):
+        ax.set_xlabel("context tokens")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle(title, fontsize=10)
+    return {"name": "multi_turn", "path": _save(fig, out_dir / "multi_turn.png"), "title": title, "data": data}
 
 
 def all_charts(results: list[dict], out_dir: Path, fleet: dict | None = None,
@@ -269,4 +337,4 @@ def all_charts(results: list[dict], out_dir: Path, fleet: dict | None = None,
     one_unit = [r for r in results if not nb.is_cluster(r)]
     return [mtp_uplift(results, out_dir), build_vs_build(results, out_dir, builds_order),
             parallel_scaling(results, out_dir), fleet_bars(one_unit, out_dir, fleet), history_lines(trends, out_dir),
-            goodput_curves(results, out_dir)]
+            goodput_curves(results, out_dir), slo_rate_bars(results, out_dir), multi_turn_lines(results, out_dir)]

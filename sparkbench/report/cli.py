@@ -108,6 +108,13 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     man_summary, man_tables = sections.manifest(results)
     cluster_entries, cluster_tables = sections.clusters(results)  # each cluster's nodes, placement and link
     serving_entries, serving_lines, serving_table = sections.serving(results)  # goodput by arrival rate
+    try:  # the second wave's serving workloads: goodput verdicts, prefix caching, multi-turn, tool calls
+        gv_data, gv_lines, gv_table = sections.goodput_verdicts(results, reference_build)
+    except ValueError as exc:
+        raise ReportError(str(exc)) from None
+    prefix_data, prefix_lines, prefix_tables = sections.prefix_caching(results)
+    turn_entries, turn_lines, turn_table = sections.multi_turn(results)
+    tool_entries, tool_lines, tool_tables = sections.tool_calls(results, reference_build)
     from . import charts as charts_mod  # matplotlib: imported only when there is a report to draw
 
     out_dir = run.path
@@ -120,7 +127,7 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     summary += [f"{x['host']}: no results — {x['reason']}" for x in missing]
     summary += [f"{p['host']}/{p['variant']}: run protocol — {fl.get('reason')}"  # sections.protocol_table
                 for p in data.get("protocol") or [] for fl in p["flags"]]
-    summary += drift_lines + serving_lines
+    summary += drift_lines + serving_lines + gv_lines + prefix_lines + turn_lines + tool_lines
     all_tables = list(host_tabs)
     if missing:
         all_tables.append(Table("hosts_without_results", "Hosts without results", ["host", "reason"],
@@ -131,6 +138,7 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
         all_tables.append(cvu_table)
     if serving_table:
         all_tables.append(serving_table)
+    all_tables += ([gv_table] if gv_table else []) + prefix_tables + ([turn_table] if turn_table else []) + tool_tables
     all_tables += fleet_tables + rc_tables + drift_tables + extra_tabs + man_tables + cluster_tables
     all_tables += [t for t in [sections.kernels_table(results)] if t]  # the kernels vLLM chose (engine_log)
     all_tables += sections.history_trend(run.path, results, trends)  # the hosts' trend over stored runs
@@ -149,6 +157,14 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
            "manifest": man_summary, "charts": charts, "tables": [t.as_dict() for t in all_tables]}
     if serving_entries:  # runs with an arrival-rate phase only (bench_workloads: serving)
         doc["serving"] = serving_entries
+    if gv_data["rows"]:  # two or more variants of a unit ran the same rates
+        doc["goodput_verdicts"] = gv_data
+    if prefix_data["variants"]:  # runs with the prefix-cache phase only
+        doc["prefix_caching"] = prefix_data
+    if turn_entries:
+        doc["multi_turn"] = turn_entries
+    if tool_entries:
+        doc["tool_calls"] = tool_entries
     if cluster_entries:  # runs with a cluster only: one-unit runs keep their results.json as it was
         doc["cluster_vs_unit"] = cvu_data
         doc["clusters"] = cluster_entries

@@ -41,7 +41,15 @@ def variant_cells(row: dict) -> dict[str, str]:
             "ttft_p50_s": f(row["ttft_p50_s"], 3),
             "pct_of_roofline": roof,
             "time_to_ready_s": f(row["time_to_ready_s"], 0),
-            "model_memory_gib": f(row["model_memory_gib"], 1)}
+            "model_memory_gib": f(row["model_memory_gib"], 1),
+            # the serving phases (None where they did not run): "none" = no rate tried met the SLO
+            "slo_best_rate": (DASH if row.get("slo_target_share") is None else
+                              "none" if row.get("slo_best_rate") is None else f"{row['slo_best_rate']:g}"),
+            "tools": (DASH if row.get("tools_total") is None else f"{row['tools_passed']}/{row['tools_total']}")}
+
+
+#: the main table's column for the highest rate meeting the SLO (only where serving ran)
+SLO_RATE_HEADER = "max rate meeting SLO req/s"
 
 
 def unit_cell(row: dict) -> str:
@@ -112,7 +120,15 @@ def host_tables(data: dict) -> list[Table]:
             roof = roofline_note(group)
             if roof:
                 notes.append(roof)
-            out.append(Table(key, sim(title, simulated), MAIN_HEADERS, [main_row(r) for r in group], notes))
+            headers, cells = list(MAIN_HEADERS), [main_row(r) for r in group]
+            if any(r.get("slo_target_share") is not None for r in group):  # the arrival-rate phase ran
+                headers.append(SLO_RATE_HEADER)
+                for r, c in zip(group, cells):
+                    c.append(DASH if r["status"] == "failed" else variant_cells(r)["slo_best_rate"])
+                notes.append(f"{SLO_RATE_HEADER} = the highest arrival rate whose requests met every SLO for the "
+                             "target share (≥ 90 % unless measure.py searched with another), see \"Serving: goodput "
+                             "by arrival rate\"; none = no rate tried met it")
+            out.append(Table(key, sim(title, simulated), headers, cells, notes))
     return out
 
 
@@ -751,3 +767,204 @@ def serving(results: list[dict]) -> tuple[list[dict], list[str], Table | None]:
                    f"highest listed rate whose share reached {100 * n.SLO_TARGET_SHARE:.0f} %; schedule error = "
                    "actual send − scheduled send (docs/MEASUREMENT.md)"])
     return entries, lines, table
+
+
+# --------------------------------------------------------------------------- second-wave serving sections
+
+def _rate_label(rate) -> str:
+    return "replay" if rate == "replay" else (f"{rate:g}" if isinstance(rate, (int, float)) else text(rate))
+
+
+def _share(v) -> str:
+    return DASH if v is None else f"{100 * float(v):.0f} %"
+
+
+def _pp(v) -> str:
+    return DASH if v is None else f"{v:+.1f} pp".replace("-", "−")
+
+
+def goodput_verdicts(results: list[dict], reference_build: str | None = None) -> tuple[dict, list[str], Table | None]:
+    """(the numbers, one summary line per unit × variant, the "Goodput: variants against the
+    reference" table or None): at each arrival rate both ran, the share of requests meeting every
+    SLO of a variant against the unit's reference variant, Δ in percentage points, with the verdict
+    of :func:`sparkbench.verdict.compare_shares` on the per-request good flags
+    (:func:`sparkbench.report.compare.goodput_verdicts`)."""
+    data = compare.goodput_verdicts(results, reference_build)
+    if not data["rows"]:
+        return data, [], None
+    rows = [[r["unit"], f"{r['variant']} vs {r['reference_variant']}", _rate_label(r["rate"]),
+             _share(r["reference_share"]), _share(r["share"]), _pp(r["pp_diff"]), verdict_cell(r["verdict"]),
+             f(r["reference_goodput"], 2), f(r["goodput"], 2)] for r in data["rows"]]
+    lines = []
+    for s in data["summary"]:
+        kinds = s["kinds"]
+        if all(k == "not_enough" for k in kinds):
+            tail = "not enough requests for a verdict"
+        elif "differs" not in kinds:
+            short = sum(k == "not_enough" for k in kinds)
+            tail = "no difference detectable" + (f" ({short} of {len(kinds)} rates: not enough requests)" if short else "")
+        else:
+            tail = f"differs at {sum(k == 'differs' for k in kinds)} of {len(kinds)} rates"
+        span = (DASH if s["pp_min"] is None else _pp(s["pp_min"]) if round(s["pp_min"], 1) == round(s["pp_max"], 1)
+                else f"{_pp(s['pp_min'])} … {_pp(s['pp_max'])}")
+        lines.append(sim(f"{s['unit']}: {s['variant']} vs {s['reference_variant']} — requests meeting the SLO {span} "
+                         f"at {', '.join(_rate_label(x) for x in s['rates'])} req/s — {tail}", s["simulated"]))
+    simulated = any(r["simulated"] for r in data["rows"])
+    table = Table("goodput-verdicts", sim("Goodput: variants against the reference", simulated),
+                  ["host", "variants", "rate req/s", "reference met SLO", "met SLO", "Δ met SLO", "verdict",
+                   "reference goodput req/s", "goodput req/s"], rows,
+                  ["Δ met SLO = other − reference share of requests meeting every SLO, in percentage points; "
+                   f"reference = the unit's first variant of the reference build ({data['reference_build']})",
+                   "verdict: 95 % bootstrap interval over the per-request good flags (one good and one bad "
+                   "pseudo-request per side, widened as the decode verdicts are) and the minimum detectable "
+                   "difference in pp (docs/REPORTS.md, \"How to read a verdict\"); "
+                   f"fewer than {MIN_REQUESTS} requests at a rate on a side: no verdict"])
+    return data, lines, table
+
+
+def prefix_caching(results: list[dict]) -> tuple[dict, list[str], list[Table]]:
+    """(the numbers, summary lines, ["Prefix caching: with and without" (pairs), "Prefix cache
+    phase" (every variant that ran it)]): :func:`sparkbench.report.compare.prefix_pairs` and
+    :func:`sparkbench.report.numbers.prefix_row`. ([], [], []) without a prefix phase."""
+    per_variant = [x for x in (n.prefix_row(r) for r in n.sort_results(results)) if x]
+    data = compare.prefix_pairs(results)
+    data["variants"] = per_variant
+    if not per_variant:
+        return data, [], []
+    tables, lines = [], []
+    if data["pairs"]:
+        rows = []
+        for p in data["pairs"]:
+            rows.append([p["unit"], text(p["build"]),
+                         f"{p['variant_on']} vs {p['variant_off']}" + ("" if p["flags_match"] else " (flags differ)"),
+                         f(p["prefix_tokens"], 0), f(p["warm_ttft_p50_on_s"], 3), f(p["warm_ttft_p50_off_s"], 3),
+                         pct(p["ttft_change_pct"]), verdict_cell(p["verdict"]), f(p["prefill_tok_s_on"], 0),
+                         f(p["prefill_tok_s_off"], 0), pct(p["prefill_change_pct"]),
+                         _share(p["hit_rate_on"]), _share(p["hit_rate_off"])])
+            change = p["ttft_change_pct"]
+            how = (DASH if change is None else f"{abs(change):.1f} % " + ("sooner" if change < 0 else "later"))
+            lines.append(sim(
+                f"{p['unit']} · {p['build']}: prefix caching ({p['variant_on']} vs {p['variant_off']}, "
+                f"{f(p['prefix_tokens'], 0)}-token shared prefix) — warm TTFT p50 {f(p['warm_ttft_p50_off_s'], 3)} → "
+                f"{f(p['warm_ttft_p50_on_s'], 3)} s, first token {how}: {p['verdict']['text']}; prefill "
+                f"{f(p['prefill_tok_s_off'], 0)} → {f(p['prefill_tok_s_on'], 0)} tok/s; hit rate "
+                f"{_share(p['hit_rate_on'])} (without: {_share(p['hit_rate_off'])})", p["simulated"]))
+        notes = ["with = the variant serving with prefix caching, without = the same build launched with "
+                 "--no-enable-prefix-caching (same other flags unless marked \"flags differ\"); warm = the phase's "
+                 "requests 2…n (request 1 fills the cache); Δ = (with − without) / without",
+                 "verdict: sparkbench.verdict.compare_samples on the per-request warm TTFTs, without caching as the "
+                 "reference (a negative difference: the first token comes sooner with caching); hit rate = "
+                 "Δ vllm:prefix_cache_hits / Δ vllm:prefix_cache_queries over the phase (tokens)"]
+        if data["unpaired"]:
+            notes.append("no pair: " + "; ".join(data["unpaired"]))
+        tables.append(Table("prefix-pairs", sim("Prefix caching: with and without", data["simulated"]),
+                            ["host", "build", "with vs without", "prefix tokens", "warm TTFT p50 s with",
+                             "warm TTFT p50 s without", "Δ TTFT", "TTFT verdict", "prefill tok/s with",
+                             "prefill tok/s without", "Δ prefill", "hit rate with", "hit rate without"], rows, notes))
+    rows = [[unit_cell(x), sim(x["variant"], x["simulated"]), "on" if x["prefix_caching"] else "off",
+             f(x["prefix_tokens"], 0), f(x["suffix_tokens"], 0),
+             f"{f(x['completed'], 0)}/{f(x['requests'], 0)}" if x["requests"] is not None else DASH,
+             f(x["cold_ttft_s"], 3), f(x["warm_ttft_p50_s"], 3), f(x["warm_ttft_p90_s"], 3), f(x["prefill_tok_s"], 0),
+             _share(x["hit_rate"]), f(x["cached_tokens_median"], 0), text(x["reason"])] for x in per_variant]
+    tables.append(Table("prefix-cache", sim("Prefix cache phase", data["simulated"]),
+                        ["host", "variant", "prefix caching", "prefix tokens", "suffix tokens", "completed",
+                         "cold TTFT s", "warm TTFT p50 s", "warm TTFT p90 s", "prefill tok/s", "hit rate",
+                         "cached tokens (median)", "reason"], rows,
+                        ["requests one at a time, each = the shared prefix + its own suffix; cold = request 1, warm = "
+                         "requests 2…n; prefill tok/s = median prompt tokens / TTFT of the warm requests; cached "
+                         "tokens = usage.prompt_tokens_details.cached_tokens where the server reports it "
+                         "(docs/MEASUREMENT.md)"]))
+    return data, lines, tables
+
+
+def multi_turn(results: list[dict]) -> tuple[list[dict], list[str], Table | None]:
+    """(one entry per unit × variant with the multi-turn phase, summary lines, the "Multi-turn:
+    TTFT and decode by context depth" table or None): per turn the context tokens, TTFT, decode
+    and prefill tok/s (medians over the conversations) and the change against turn 1."""
+    entries, rows, lines = [], [], []
+    simulated = False
+    for r in n.sort_results(results):
+        turns = n.multi_turn_rows(r)
+        if not turns:
+            continue
+        simulated = simulated or n.is_simulated(r)
+        ch = n.multi_turn_change(r)
+        unit, name = n.unit_of(r), n.variant_name(r)
+        block = n.multi_turn_of(r) or {}
+        entries.append({"unit": unit, "host": n.host_of(r), "variant": name, "conversations": block.get("conversations"),
+                        "turn_tokens": block.get("turn_tokens"), "output_tokens": block.get("output_tokens"),
+                        "completed": block.get("completed"), "failed": block.get("failed"), "per_turn": turns, **ch})
+        t0 = turns[0]
+        for t in turns:
+            rows.append([unit, sim(name, n.is_simulated(r)), f(t["turn"], 0), f(t["requests"], 0),
+                         f(t["context_tokens"], 0), f(t["ttft_s"], 3),
+                         pct(compare.pct_diff(t["ttft_s"], t0["ttft_s"])) if t is not t0 else DASH,
+                         f(t["decode_tok_s"], 2),
+                         pct(compare.pct_diff(t["decode_tok_s"], t0["decode_tok_s"])) if t is not t0 else DASH,
+                         f(t["prefill_tok_s"], 0)])
+        lines.append(sim(f"{unit}/{name}: over {len(turns)} turns the context grows {f(ch['context_first'], 0)} → "
+                         f"{f(ch['context_last'], 0)} tokens; TTFT {f(ch['ttft_first_s'], 3)} → {f(ch['ttft_last_s'], 3)} s "
+                         f"({pct(ch['ttft_change_pct'])}), decode {f(ch['decode_first_tok_s'], 2)} → "
+                         f"{f(ch['decode_last_tok_s'], 2)} tok/s ({pct(ch['decode_change_pct'])})", n.is_simulated(r)))
+    if not rows:
+        return [], [], None
+    table = Table("multi-turn", sim("Multi-turn: TTFT and decode by context depth", simulated),
+                  ["host", "variant", "turn", "requests", "context tokens", "TTFT s", "TTFT Δ vs turn 1",
+                   "decode tok/s", "decode Δ vs turn 1", "prefill tok/s"], rows,
+                  ["each turn re-sends the whole conversation (the assistant's real answers included) plus new user "
+                   "tokens; conversations interleaved, one request at a time; per turn the medians over the "
+                   "conversations: context tokens = usage prompt tokens, decode tok/s as in the single stream "
+                   "(docs/MEASUREMENT.md); Δ = (turn − turn 1) / turn 1"])
+    return entries, lines, table
+
+
+TOOL_CATEGORIES = ("irrelevance", "simple", "multiple", "parallel")
+
+
+def tool_calls(results: list[dict], reference_build: str | None = None) -> tuple[list[dict], list[str], list[Table]]:
+    """(one entry per unit × variant with the tool-call check, summary lines, ["Tool calls",
+    "Tool calls: failures"]): passed/total, per BFCL-style category, the failure buckets, the pass
+    share against the unit's reference variant with its verdict
+    (:func:`sparkbench.report.compare.tool_verdicts`), and each failed prompt with its bucket and
+    reason (:func:`sparkbench.report.numbers.tools_summary`)."""
+    entries, rows, fails, lines = [], [], [], []
+    versus = compare.tool_verdicts(results, reference_build)
+    simulated = False
+    summaries = [(r, n.tools_summary(r)) for r in n.sort_results(results)]
+    summaries = [(r, s) for r, s in summaries if s]
+    if not summaries:
+        return [], [], []
+    cats = list(TOOL_CATEGORIES) + sorted({c for _, s in summaries for c in s["by_category"]} - set(TOOL_CATEGORIES))
+    for r, s in summaries:
+        simulated = simulated or n.is_simulated(r)
+        unit, name = n.unit_of(r), n.variant_name(r)
+        vs = versus.get((unit, name))
+        entries.append({"unit": unit, "host": n.host_of(r), "variant": name, **s, "vs_reference": vs})
+        buckets = "; ".join(f"{b} {c}" for b, c in sorted(s["by_bucket"].items()) if c) or DASH
+        cat_cells = []
+        for c in cats:
+            x = s["by_category"].get(c)
+            cat_cells.append(f"{x.get('passed', 0)}/{x.get('total', 0)}" if isinstance(x, dict) else DASH)
+        rows.append([unit, sim(name, n.is_simulated(r)), text(s["tool_choice"]), f"{s['passed']}/{s['total']}",
+                     str(s["skipped"])] + cat_cells + [buckets]
+                    + ([f"{_pp(vs['pp_diff'])} vs {vs['reference_variant']}", verdict_cell(vs["verdict"])]
+                       if vs else [DASH, DASH]))
+        for x in s["failures"]:
+            fails.append([unit, name, text(x["id"]), text(x["category"]), text(x["bucket"]), text(redact(x["reason"]))])
+        lines.append(sim(f"{unit}/{name}: tool calls {s['passed']}/{s['total']} passed (tool_choice "
+                         f"{s['tool_choice'] or '?'})" + (f", {s['skipped']} skipped" if s["skipped"] else "")
+                         + (f"; failures: {buckets}" if s["failures"] else "")
+                         + (f"; skipped: {redact(s['reason'])}" if s.get("reason") else ""), n.is_simulated(r)))
+    tables = [Table("tools", sim("Tool calls", simulated),
+                    ["host", "variant", "tool choice", "passed", "skipped"] + cats
+                    + ["failures by bucket", "Δ passed", "verdict"], rows,
+                    ["pass = tool_calls well formed, every name and argument valid against the tool's JSON schema "
+                     "and an acceptable value, the expected number of calls (parallel calls in any order), no call "
+                     "where none is needed; categories and buckets after BFCL's AST checker (docs/MEASUREMENT.md); "
+                     "per category passed/total",
+                     "Δ passed = (pass share − the reference variant's) in percentage points, verdict "
+                     "sparkbench.verdict.compare_shares over the prompts' pass flags (skipped prompts left out)"])]
+    if fails:
+        tables.append(Table("tool-failures", sim("Tool calls: failures", simulated),
+                            ["host", "variant", "prompt", "category", "bucket", "reason"], fails))
+    return entries, lines, tables

@@ -28,6 +28,14 @@ def _multi_unit(doc: dict) -> bool:
     return len({unit_cell(r) for r in doc.get("rows") or []}) > 1
 
 
+def _extras(doc: dict) -> list[tuple[str, str]]:
+    """(column title, ``variant_cells`` key) of the serving columns the run has: the highest rate
+    meeting the SLO where the arrival-rate phase ran, tool calls passed where the check ran."""
+    rows_ = doc.get("rows") or []
+    return ([("max rate @SLO", "slo_best_rate")] if any(r.get("slo_target_share") is not None for r in rows_) else []) + \
+        ([("tools", "tools")] if any(r.get("tools_total") is not None for r in rows_) else [])
+
+
 def headers(doc: dict) -> list[str]:
     """The column titles (``host`` only when the run has several hosts or units; ``vs one unit``
     only when it has a cluster variant compared with one unit)."""
@@ -35,7 +43,8 @@ def headers(doc: dict) -> list[str]:
     return ((["host"] if _multi_unit(doc) else []) + ["variant", "single tok/s (min–max)", "× bare", f"vs {ref}"]
             + (["vs one unit"] if _vs_one_unit(doc) else [])
             + [f"{c}× tok/s" for c in CONCURRENCIES]
-            + ["accept/pos", "% roofline or tok/step", "TTFT p50 s", "quality", "image", "status"])
+            + ["accept/pos", "% roofline or tok/step", "TTFT p50 s", "quality", "image"]
+            + [title for title, _ in _extras(doc)] + ["status"])
 
 
 def rows(doc: dict) -> list[list[str]]:
@@ -48,11 +57,12 @@ def rows(doc: dict) -> list[list[str]]:
     stages = {(unit_cell(x), x["variant"]): x["stage"] for x in doc.get("failures") or []}
     all_rows = doc.get("rows") or []
     multi_host = _multi_unit(doc)
+    extras = _extras(doc)
     out = []
     for r in all_rows:
         key = (unit_cell(r), r["variant"])
         if r["status"] == "failed":
-            figures = [DASH] * (8 + len(CONCURRENCIES) + (1 if vs_unit else 0))
+            figures = [DASH] * (8 + len(CONCURRENCIES) + (1 if vs_unit else 0) + len(extras))
             status = f"failed ({stages.get(key) or '?'})"
         else:
             c = variant_cells(r)
@@ -60,7 +70,8 @@ def rows(doc: dict) -> list[list[str]]:
                        + ([pct(vs_unit.get(key))] if vs_unit else [])
                        + [c[f"combined_{n}"] for n in CONCURRENCIES]
                        + [c["acceptance_per_position"], c["pct_of_roofline"], c["ttft_p50_s"],
-                          quality.get(key, DASH), image.get(key) or DASH])
+                          quality.get(key, DASH), image.get(key) or DASH]
+                       + [c[k] for _, k in extras])
             status = str(r["status"])
         out.append(([unit_cell(r)] if multi_host else []) + [variant_label(r)] + figures + [status])
     return out

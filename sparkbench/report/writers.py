@@ -18,7 +18,10 @@ CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status"
                "combined_8", "acceptance_per_position", "mean_acceptance_length", "ttft_p50_s",
                "roofline_tok_s", "pct_of_roofline", "tokens_per_step", "time_to_ready_s", "model_memory_gib",
                "quality_passed", "failure_stage", "failure_reason", "protocol_flags",
-               "attention_backend", "moe_backend"]
+               "attention_backend", "moe_backend", "slo_best_rate", "slo_target_share", "prefix_caching",
+               "prefix_warm_ttft_p50_s", "prefix_prefill_tok_s", "prefix_hit_rate", "turns", "turns_context_first",
+               "turns_context_last", "turns_ttft_first_s", "turns_ttft_last_s", "turns_decode_first_tok_s",
+               "turns_decode_last_tok_s", "tools_passed", "tools_total"]
 
 
 def write_atomic(path: Path, content: str) -> None:

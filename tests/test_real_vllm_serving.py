@@ -1,0 +1,324 @@
+"""Serving workloads against real vLLM (CPU): measure.py's phases held against the real server, one
+module-scoped container of ``sparkbench/vllm-cpu:v0.32.0`` serving the image's tiny model with
+the ``real_cpu`` group's model and flags (inventory/group_vars/real_cpu/main.yml: its first build,
+``bench_common_args`` and the first configuration's args, ``vllm_server_env``), plus
+``--enforce-eager`` (no torch.compile at start-up) and the tool flags below.
+
+Fixtures for the tests of this file (others append theirs at its end):
+
+- ``real_server``: the module's server (``.base_url``, ``.model``, ``.name``, ``.argv``,
+  ``.logs()``), up for the whole module; ``measure(args, out)`` runs scripts/measure.py against
+  it and returns (exit status, schema-validated document, stderr).
+- ``bare_server``: a second container with the same flags but no tool flags, started at the same
+  time (start-up is mostly single-threaded Python on 2 cores) and removed by the first test,
+  which is the only one that needs it.
+
+Tool calls on vLLM 0.32 (measured here; docs/MEASUREMENT.md "Tool calls"): every tool_choice but
+"none" needs ``--enable-auto-tool-choice --tool-call-parser`` (0.32 loads a parser only with the
+first flag, and "required"/named without one get HTTP 400 ``tool_choice="required" requires
+--tool-call-parser to be set``). With the hermes parser's structural tag (the default,
+VLLM_ENFORCE_STRICT_TOOL_CALLING=1) the arguments of a call are pinned only for ``strict`` tools
+and JSON whitespace is free, so the random-weight model fills the arguments object with ``\\r``
+until max_tokens; the server therefore runs forced tool choice through the JSON-schema path
+(VLLM_ENFORCE_STRICT_TOOL_CALLING=0) with xgrammar and ``disable_any_whitespace``: calls come out
+schema-valid, their values are noise (param_value_error), and a number or array the model never
+ends is cut at max_tokens (unparsed, finish_reason length).
+
+Ports 18480-18499 by process id; container names carry a per-session prefix and are removed at
+teardown; ``flock /tmp/real_vllm.lock`` is held while the containers run (one real vLLM test at a
+time on this machine). Skips only when no Docker engine answers (a missing image is a failure
+naming ``make setup``).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from conftest import docker_available, health_ok, run_measure
+from sparkbench import measure as M
+
+REPO = Path(__file__).resolve().parent.parent
+MEASURE = REPO / "scripts" / "measure.py"
+IMAGE = "sparkbench/vllm-cpu:v0.32.0"
+LOCK = "/tmp/real_vllm.lock"
+_BASE = 18480 + 2 * (os.getpid() % 10)  # 18480-18499: the server and the bare server
+PREFIX = f"sbtest-serving{os.getpid()}"
+READY_TIMEOUT_S = float(os.environ.get("SPARKBENCH_VLLM_CPU_READY_TIMEOUT", "420"))
+SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+TOOLS = json.loads((REPO / "profiles" / "tools.json").read_text(encoding="utf-8"))
+# The tool flags of the module's server (see the docstring).
+TOOL_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+             "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
+TOOL_ENV = {"VLLM_ENFORCE_STRICT_TOOL_CALLING": "0"}
+# measure.py's speed phases kept to one short request: these tests are about the other phases.
+QUICK = ["--output-tokens", "8", "--runs", "1", "--warmup", "0", "--concurrency", "none",
+         "--telemetry", "off", "--kernel-log", "off", "--request-timeout", "120", "--stall-timeout", "60"]
+AUTO_MSG = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+
+_DOCKER_OK, _DOCKER_WHY = docker_available()
+pytestmark = pytest.mark.skipif(not _DOCKER_OK, reason=f"real vLLM needs Docker: {_DOCKER_WHY}")
+
+
+def real_cpu_launch() -> tuple[str, list[str], dict[str, str]]:
+    """(model, flags, env) of the real_cpu group's first variant, as its group vars give them."""
+    gv = yaml.safe_load((REPO / "inventory" / "group_vars" / "real_cpu" / "main.yml").read_text(encoding="utf-8"))
+    model = gv["bench_builds"][0]["model"]
+    args = {**gv.get("bench_common_args", {}), **gv["bench_configs"][0].get("args", {})}
+    flags: list[str] = []
+    for k, v in args.items():
+        if v is True:
+            flags.append(f"--{k}")
+        elif v is not False and v is not None:
+            flags += [f"--{k}", str(v)]
+    return model, flags, {k: str(v) for k, v in (gv.get("vllm_server_env") or {}).items()}
+
+
+@dataclass
+class RealServer:
+    name: str
+    port: int
+    model: str
+    argv: list[str]
+    env: dict[str, str]
+    ready_s: float | None = None
+    removed: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def logs(self, lines: int = 80) -> str:
+        out = subprocess.run(["docker", "logs", "--tail", str(lines), self.name], capture_output=True, text=True,
+                             timeout=60)
+        return out.stdout + out.stderr
+
+    def start(self) -> None:
+        subprocess.run(["docker", "rm", "-f", self.name], capture_output=True, timeout=60)
+        envs = [x for k, v in self.env.items() for x in ("-e", f"{k}={v}")]
+        run = subprocess.run(["docker", "run", "-d", "--name", self.name, "-p", f"127.0.0.1:{self.port}:8000", *envs,
+                              IMAGE, self.model, *self.argv], capture_output=True, text=True, timeout=120)
+        if run.returncode != 0:
+            pytest.fail(f"docker run {self.name} failed: {run.stderr.strip()}")
+
+    def wait(self) -> None:
+        while self.ready_s is None:
+            if health_ok(self.base_url, timeout=3):
+                self.ready_s = time.monotonic() - self.started
+                break
+            state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", self.name],
+                                   capture_output=True, text=True, timeout=30).stdout.strip()
+            if not state.startswith("true"):
+                pytest.fail(f"real vLLM {self.name} exited before /health answered ({state}):\n{self.logs(60)}")
+            if time.monotonic() - self.started > READY_TIMEOUT_S:
+                pytest.fail(f"real vLLM {self.name}: /health did not answer within {READY_TIMEOUT_S:.0f} s:\n"
+                            f"{self.logs(60)}")
+            time.sleep(1.0)
+
+    def remove(self) -> None:
+        if not self.removed:
+            subprocess.run(["docker", "rm", "-f", self.name], capture_output=True, timeout=120)
+            self.removed = True
+
+
+@pytest.fixture(scope="module")
+def _servers():
+    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=60).returncode != 0:
+        pytest.fail(f"{IMAGE} is missing: run make setup (scripts/build_vllm_cpu_image.sh)")
+    lock = open(LOCK, "a+")
+    t0 = time.monotonic()
+    while True:   # one real-vLLM test run at a time on this machine
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() - t0 > 900:
+                lock.close()
+                pytest.fail(f"{LOCK} held by another real-vLLM run for 15 min")
+            time.sleep(1.0)
+    model, flags, env = real_cpu_launch()
+    flags = [*flags, "--enforce-eager"]
+    main = RealServer(f"{PREFIX}-tools", _BASE, model, [*flags, *TOOL_ARGS], {**env, **TOOL_ENV})
+    bare = RealServer(f"{PREFIX}-bare", _BASE + 1, model, flags, env)
+    try:
+        main.start()
+        bare.start()
+        main.wait()
+        bare.wait()
+        print(f"\nreal vLLM ready: tools server {main.ready_s:.0f} s, bare server {bare.ready_s:.0f} s")
+        yield {"main": main, "bare": bare}
+    finally:
+        main.remove()
+        bare.remove()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+@pytest.fixture(scope="module")
+def real_server(_servers) -> RealServer:
+    return _servers["main"]
+
+
+@pytest.fixture(scope="module")
+def bare_server(_servers) -> RealServer:
+    if _servers["bare"].removed:
+        pytest.skip("the bare server was removed after its test")
+    return _servers["bare"]
+
+
+def measure(args: list[str], out: Path, timeout: float = 300) -> tuple[int, dict | None, str]:
+    """Run measure.py; returns (exit status, schema-validated document or None, stderr)."""
+    return run_measure(args, out, timeout)
+
+
+# ---- tool calls ---------------------------------------------------------------------------------
+
+
+def test_tools_auto_without_tool_flags_is_a_request_error(bare_server: RealServer, _servers, tmp_path: Path) -> None:
+    try:
+        code, doc, err = measure(["--base-url", bare_server.base_url, *QUICK, "--tools"], tmp_path / "auto.json")
+    finally:
+        bare_server.remove()   # no other test needs it: free the memory and the core
+    assert code == 3, err
+    assert doc["status"] == "incomplete" and doc["simulated"] is False
+    t = doc["tools"]
+    assert t["total"] == len(TOOLS["prompts"]) and t["by_bucket"] == {"request_error": t["total"]}
+    for p in t["prompts"]:
+        assert p["verdict"] == "fail" and p["bucket"] == "request_error"
+        assert p["reason"] == f"HTTP 400: {AUTO_MSG}", p["reason"]   # vLLM's own message
+
+
+def _check_forced(doc: dict, choice: str) -> None:
+    """Forced tool choice on random weights: every complete call is schema-valid; values may be
+    wrong (param_value_error), the count may be (wrong_tool, required only), and an output cut at
+    max_tokens is unparsed; never param_type_error."""
+    t = doc["tools"]
+    print(f"\nreal vLLM tools {choice}: passed {t['passed']}/{t['total']}, skipped {t['skipped']}, "
+          f"by_bucket {t['by_bucket']}, finish {[p['finish_reason'] for p in t['prompts']]}")
+    assert t["tool_choice"] == choice and doc["simulated"] is False
+    assert t["skipped"] == sum(1 for p in TOOLS["prompts"] if not p["expected"])
+    allowed = {"param_value_error", "unparsed"} | ({"wrong_tool"} if choice == "required" else set())
+    assert set(t["by_bucket"]) <= allowed, t["by_bucket"]
+    schemas = {x["function"]["name"]: x["function"]["parameters"] for x in TOOLS["tools"]}
+    by_id = {p["id"]: p for p in TOOLS["prompts"]}
+    complete = 0
+    for p in t["prompts"]:
+        if p["verdict"] == "skipped":
+            assert "forces a call" in p["reason"]
+            continue
+        if p["bucket"] == "unparsed":
+            assert p["finish_reason"] == "length", p   # only an output cut at max_tokens
+            continue
+        assert p["finish_reason"] in ("stop", "tool_calls"), p
+        offered = {x["function"]["name"] for x in M.prompt_tools(by_id[p["id"]], TOOLS["tools"])}
+        for c in p["calls"]:
+            assert c["name"] in offered
+            if choice == "named":
+                assert c["name"] == p["expected"][0]["name"]
+            assert isinstance(c["arguments"], dict) and M.schema_errors(c["arguments"], schemas[c["name"]]) == [], c
+        complete += 1
+    if choice == "named":   # one call of a known function: random weights finish most of them
+        assert complete >= 1, t   # structured outputs work on this CPU build
+
+
+def test_tools_named_calls_are_schema_valid(real_server: RealServer, tmp_path: Path) -> None:
+    code, doc, err = measure(["--base-url", real_server.base_url, *QUICK, "--tools", "--tool-choice", "named",
+                              "--tools-max-tokens", "128"], tmp_path / "named.json")
+    assert code == 0, err
+    _check_forced(doc, "named")
+    assert all(p["finish_reason"] in ("stop", "length") for p in doc["tools"]["prompts"] if p["verdict"] != "skipped")
+
+
+def test_tools_required_calls_are_schema_valid(real_server: RealServer, tmp_path: Path) -> None:
+    code, doc, err = measure(["--base-url", real_server.base_url, *QUICK, "--tools", "--tool-choice", "required",
+                              "--tools-max-tokens", "128"], tmp_path / "required.json")
+    assert code == 0, err
+    _check_forced(doc, "required")
+
+
+# ---- arrival rates (helper B) ----------------------------------------------------------------------
+
+
+def _e2e_count(base_url: str) -> float:
+    """vLLM's own count of finished requests (vllm:e2e_request_latency_seconds, all label sets)."""
+    text = urllib.request.urlopen(base_url + "/metrics", timeout=30).read().decode()
+    return sum(v for name, _labels, v in M.parse_prometheus(text)
+               if name == "vllm:e2e_request_latency_seconds_count")
+
+
+def test_rate_phase_completes_every_request_with_consistent_goodput(real_server: RealServer, tmp_path: Path) -> None:
+    """--rate 2 --rate-requests 6 (Poisson, seed 0) with an SLO a CPU run meets: every request
+    completes with its forced length; goodput and slo_met_share follow from per_request exactly as
+    docs/MEASUREMENT.md defines them; the schedule is the seeded one; real vLLM's own e2e histogram
+    counts exactly measure.py's requests (the one single-stream run + 6)."""
+    slo = {"ttft": 30.0, "tpot": 5.0, "e2e": 60.0}
+    before = _e2e_count(real_server.base_url)
+    code, doc, err = measure(["--base-url", real_server.base_url, *QUICK, "--rate", "2", "--rate-requests", "6",
+                              "--slo", ",".join(f"{k}={v:g}" for k, v in slo.items())], tmp_path / "rate.json")
+    assert code == 0, err
+    assert _e2e_count(real_server.base_url) - before == 1 + 6
+    assert doc["status"] == "complete" and doc["simulated"] is False
+    (e,) = doc["rates"]
+    assert e["rate"] == 2.0 and e["requests"] == 6 == e["completed"] and e["failed"] == 0 and e["slo"] == slo
+    per = e["per_request"]
+    assert [p["scheduled_s"] for p in per] == pytest.approx(M.rate_schedule(6, 2.0, 1.0, 0))
+    for p in per:
+        assert p["error"] is None and p["output_tokens"] == 8
+        assert 0 < p["ttft_s"] <= p["e2e_s"]
+        assert p["tpot_s"] == pytest.approx(M.request_tpot(p["e2e_s"], p["ttft_s"], p["output_tokens"]))
+        assert p["good"] == M.meets_slo(slo, p["ttft_s"], p["tpot_s"], p["e2e_s"])
+        assert p["sent"] <= p["end"] and p["schedule_error_ms"] >= 0
+    good = sum(p["good"] for p in per)
+    assert e["duration_s"] == pytest.approx(e["end"] - e["start"])
+    assert e["start"] == pytest.approx(min(p["sent"] for p in per)) and e["end"] == pytest.approx(max(p["end"] for p in per))
+    assert e["goodput"] == pytest.approx(good / e["duration_s"]) and e["slo_met_share"] == pytest.approx(good / 6)
+    assert e["achieved_rate"] == pytest.approx(6 / e["duration_s"])
+    assert e["output_tok_s"] == pytest.approx(8 * 6 / e["duration_s"])
+    print(f"\nreal vLLM (CPU) rate 2: achieved {e['achieved_rate']:.2f} req/s, goodput {e['goodput']:.2f} req/s, "
+          f"TTFT p50 {e['ttft_s']['p50'] * 1000:.0f} ms, schedule error p99 {e['schedule_error_ms']['p99']:.3f} ms")
+
+
+# ---- prefix caching and multi-turn (helper P) ------------------------------------------------------
+
+
+def test_prefix_cache_and_multi_turn_phases(real_server: RealServer, tmp_path: Path) -> None:
+    """--prefix-tokens and --turns against real vLLM 0.32 (CPU build, prefix caching on: vLLM's
+    default): vLLM's own counters (Δvllm:prefix_cache_hits / Δvllm:prefix_cache_queries) give a hit
+    rate > 0 over the phase, every request completes, the multi-turn context grows turn by turn
+    with decode and TTFT figures at every depth. CPU figures (simulated: false), not a Spark's; the
+    server has no --enable-prompt-tokens-details, so per-request cached_tokens are null."""
+    code, doc, err = measure(["--base-url", real_server.base_url, *QUICK,
+                              "--prefix-tokens", "1000", "--prefix-requests", "4", "--prefix-suffix-tokens", "48",
+                              "--prefix-output-tokens", "8", "--turns", "3", "--conversations", "2",
+                              "--turn-tokens", "160", "--turn-output-tokens", "16"], tmp_path / "prefix.json")
+    assert code == 0, err
+    assert doc["status"] == "complete" and doc["simulated"] is False
+    pre = doc["prefix_cache"]
+    assert (pre["completed"], pre["failed"]) == (4, 0), pre
+    assert pre["reason"] is None and pre["hit_rate"] is not None and 0 < pre["hit_rate"] < 1, pre
+    # every prompt token of the phase was queried (the cold request's too), only the shared part hit
+    prompts = sum(r["prompt_tokens"] for r in pre["per_request"])
+    assert pre["query_tokens"] >= prompts and 0 < pre["hit_tokens"] <= prompts - pre["per_request"][0]["prompt_tokens"]
+    assert all(r["cached_tokens"] is None for r in pre["per_request"])
+    assert pre["cold_ttft_s"] > 0 and pre["ttft_s"]["p50"] > 0 and pre["prefill_tok_s"] > 0
+    mt = doc["multi_turn"]
+    assert (mt["completed"], mt["failed"]) == (6, 0), mt
+    ctx = [t["context_tokens"] for t in mt["per_turn"]]
+    assert ctx[0] < ctx[1] < ctx[2], ctx
+    assert all(t["requests"] == 2 and t["ttft_s"] > 0 and t["decode_tok_s"] > 0 for t in mt["per_turn"]), mt["per_turn"]
+    print(f"\nreal vLLM (CPU) prefix {pre['per_request'][0]['prompt_tokens']} prompt tokens: hit rate "
+          f"{pre['hit_rate']:.3f} ({pre['hit_tokens']}/{pre['query_tokens']} tokens), cold TTFT "
+          f"{pre['cold_ttft_s'] * 1000:.1f} ms, warm TTFT p50 {pre['ttft_s']['p50'] * 1000:.1f} ms; multi-turn "
+          f"context {ctx}, TTFT {[round(t['ttft_s'] * 1000, 1) for t in mt['per_turn']]} ms, decode "
+          f"{[round(t['decode_tok_s'], 1) for t in mt['per_turn']]} tok/s")
