@@ -229,6 +229,37 @@ def cores_for_split() -> tuple[set[int] | None, set[int] | None]:
     return None, None
 
 
+class SimProcess:
+    """The simulator (``scripts/vllm_sim``) as a child process serving ``model`` on
+    127.0.0.1:``port`` with ``flags``; a context manager that waits for /health and stops it.
+    ``env``: variables set for it (a None value removes one inherited from this process); its
+    log goes to ``.work/<log_name>``."""
+
+    def __init__(self, port: int, model: str, flags: Sequence[str], env: dict[str, str | None], log_name: str) -> None:
+        self.port, self.model, self.flags, self.env, self.log_name = port, model, list(flags), env, log_name
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "SimProcess":
+        require(SIM / "__main__.py", "the simulator (scripts/vllm_sim)")
+        env = dict(os.environ)
+        for key, value in self.env.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        log = open(WORK / self.log_name, "w")
+        cmd = [sys.executable, str(SIM), "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port),
+               *self.flags]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, preexec_fn=pin(None))
+        log.close()
+        wait_http(self.url + "/health", 30, self.proc)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        stop(self.proc)
+
+
 def python() -> str:
     """The interpreter that runs the benchmarks (the project venv under `make bench`)."""
     return sys.executable

@@ -28,8 +28,6 @@ Goal: ≤ 0.5 % single stream, ≤ 1 % at 64 streams, no worse than either peer 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
-from common import (SIM, WORK, BenchError, Section, fmt, http_json, http_text, md_table,  # noqa: E402
+from common import (WORK, BenchError, Section, fmt, http_json, http_text, md_table,  # noqa: E402
                     median, pct, rel_err)
 
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
@@ -51,29 +49,14 @@ GOAL_64 = 0.01
 TPOT = "vllm:request_time_per_output_token_seconds"
 
 
-class Sim:
-    """The simulator as a child process; a context manager that stops it."""
+class Sim(common.SimProcess):
+    """The simulator as a child process at a fixed decode rate (``VLLM_SIM_RATE``), MTP on or off."""
 
     def __init__(self, port: int, rate: float, mtp: bool) -> None:
-        self.port, self.rate, self.mtp = port, rate, mtp
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc: subprocess.Popen | None = None
-
-    def __enter__(self) -> "Sim":
-        common.require(SIM / "__main__.py", "the simulator (scripts/vllm_sim)")
-        env = dict(os.environ, VLLM_SIM_LOAD_SECONDS="0", VLLM_SIM_RATE=str(self.rate),
-                   VLLM_SIM_LOG_INTERVAL="3600")
-        log = open(WORK / f"sim_{self.port}.log", "w")
-        cmd = [sys.executable, str(SIM), "serve", MODEL, "--host", "127.0.0.1", "--port",
-               str(self.port), *BASE_FLAGS, *(MTP_FLAGS if self.mtp else [])]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env,
-                                     preexec_fn=common.pin(None))
-        log.close()
-        common.wait_http(self.url + "/health", 30, self.proc)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        common.stop(self.proc)
+        super().__init__(port, MODEL, [*BASE_FLAGS, *(MTP_FLAGS if mtp else [])],
+                         {"VLLM_SIM_LOAD_SECONDS": "0", "VLLM_SIM_RATE": str(rate), "VLLM_SIM_LOG_INTERVAL": "3600"},
+                         f"sim_{port}.log")
+        self.rate, self.mtp = rate, mtp
 
     def requests(self) -> list[dict[str, Any]]:
         """The simulator's per-request timeline rows."""

@@ -51,7 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
-from common import (RESULTS, SIM, WORK, BenchError, Section, fmt, http_json, md_table,  # noqa: E402
+from common import (RESULTS, WORK, BenchError, Section, fmt, http_json, md_table,  # noqa: E402
                     median, pct, rel_err)
 
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
@@ -71,29 +71,12 @@ LOCK = "/tmp/real_vllm.lock"
 JSON_OUT = RESULTS / "serving.json"
 
 
-class Sim:
-    """The simulator as a child process (simulated Spark pacing); a context manager."""
+class Sim(common.SimProcess):
+    """The simulator as a child process (simulated Spark pacing: no ``VLLM_SIM_RATE``)."""
 
     def __init__(self, port: int) -> None:
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc: subprocess.Popen | None = None
-
-    def __enter__(self) -> "Sim":
-        common.require(SIM / "__main__.py", "the simulator (scripts/vllm_sim)")
-        env = dict(os.environ, VLLM_SIM_LOAD_SECONDS="0", VLLM_SIM_LOG_INTERVAL="3600")
-        env.pop("VLLM_SIM_RATE", None)
-        log = open(WORK / f"serving_sim_{self.port}.log", "w")
-        cmd = [sys.executable, str(SIM), "serve", MODEL, "--host", "127.0.0.1", "--port",
-               str(self.port), *BASE_FLAGS]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env,
-                                     preexec_fn=common.pin(None))
-        log.close()
-        common.wait_http(self.url + "/health", 30, self.proc)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        common.stop(self.proc)
+        super().__init__(port, MODEL, BASE_FLAGS, {"VLLM_SIM_LOAD_SECONDS": "0", "VLLM_SIM_LOG_INTERVAL": "3600",
+                                                   "VLLM_SIM_RATE": None}, f"serving_sim_{port}.log")
 
     def rows(self) -> dict[str, dict[str, Any]]:
         return {r["id"]: r for r in http_json(self.url + "/sim/requests", timeout=30)["requests"]}
