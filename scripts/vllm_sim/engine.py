@@ -254,10 +254,7 @@ class Engine(threading.Thread):
         pc = self.prefix_cache
         if pc is None or not pc.enabled or r.aborted:
             return
-        bs = pc.block_size
-        reserved = sum(-(-(q.prefill_done + q.produced) // bs) - min(q.prefill_done // bs, len(q.block_hashes))
-                       for q in self.running)
-        pc.insert(r.block_hashes, r.prefill_done, reserved)
+        pc.insert(r.block_hashes, r.prefill_done, self._reserved_blocks())
 
     def _cache_generated(self, r: Request) -> None:
         """A finished request's full blocks over prompt + generated tokens enter the cache (vLLM
@@ -267,10 +264,14 @@ class Engine(threading.Thread):
         if pc is None or not pc.enabled or r.aborted or not r.prompt_stream or r.produced < 2:
             return
         tokens = list(r.prompt_stream) + [r.plan.token(i)[1] for i in range(r.produced)]
-        bs = pc.block_size
-        reserved = sum(-(-(q.prefill_done + q.produced) // bs) - min(q.prefill_done // bs, len(q.block_hashes))
-                       for q in self.running if q is not r)
-        pc.insert(pc.hashes(tokens), r.prompt_tokens + r.produced - 1, reserved)
+        pc.insert(pc.hashes(tokens), r.prompt_tokens + r.produced - 1, self._reserved_blocks(but=r))
+
+    def _reserved_blocks(self, but: Request | None = None) -> int:
+        """KV blocks the running requests (all but ``but``) hold outside the cache: their blocks
+        over prompt + generated tokens, less the full prompt blocks the cache already has."""
+        bs = self.prefix_cache.block_size
+        return sum(-(-(q.prefill_done + q.produced) // bs) - min(q.prefill_done // bs, len(q.block_hashes))
+                   for q in self.running if q is not but)
 
     def _tokens(self, r: Request, n: int, t: float) -> None:
         toks = [r.plan.token(r.produced + i) for i in range(n)]
