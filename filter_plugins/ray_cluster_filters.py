@@ -3,6 +3,7 @@
 * ``ray_cluster_spec``            group name, groups, hostvars → the cluster spec (head = the group's first host)
 * ``ray_cluster_with_addresses``  spec, {host: IPv4} → the spec completed with probed addresses
 * ``ray_cluster_addresses``       looped ``ip -4 -o addr show dev IF`` results → {host: IPv4}
+* ``ray_cluster_restart_plan``    spec, looped docker_container_info results → restart the whole cluster?
 * ``ray_status_parse``            ``ray status`` [-v] text → figures (both formats)
 * ``ray_probe_parse``             ray_probe.py stdout → its JSON (``RAY_PROBE_JSON {...}``)
 * ``ray_node_probe_parse``        node_probe.sh stdout, interface → node facts
@@ -59,6 +60,16 @@ def ray_cluster_addresses(results: Any) -> dict:
         if found:
             out[r["item"]["host"]] = found.group(1)
     return out
+
+
+def ray_cluster_restart_plan(spec: Any, results: Any) -> dict:
+    """See sparkbench.cluster.restart_plan; ``results`` are docker_container_info's registered
+    results looped over the spec's nodes (``item.container``, ``exists``, ``container.State.Running``)."""
+    running = {}
+    for r in results or []:
+        state = ((r.get("container") or {}).get("State") or {}) if r.get("exists") else {}
+        running[r["item"]["container"]] = bool(state.get("Running"))
+    return cluster.restart_plan((spec or {}).get("nodes") or [], running)
 
 
 def ray_status_parse(text: Any) -> dict:
@@ -155,6 +166,6 @@ class FilterModule:
     """ray_cluster filters."""
 
     def filters(self) -> dict:
-        return {f.__name__: f for f in (ray_cluster_spec, ray_cluster_with_addresses, ray_cluster_addresses, ray_status_parse, ray_probe_parse,
+        return {f.__name__: f for f in (ray_cluster_spec, ray_cluster_with_addresses, ray_cluster_addresses, ray_cluster_restart_plan, ray_status_parse, ray_probe_parse,
                                         ray_node_probe_parse, ray_cluster_node_facts, ray_link_iperf3, ray_link_ib_write_bw, ray_cluster_check,
                                         ray_cluster_failure_message, ray_cluster_block)}

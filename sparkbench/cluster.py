@@ -354,6 +354,28 @@ def with_addresses(spec: Mapping[str, Any], addresses: Mapping[str, Any]) -> dic
     return _complete(out)
 
 
+def restart_plan(nodes: Sequence[Mapping[str, Any]], running: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether ``start`` must remove every node first and start the cluster afresh.
+
+    ``nodes`` are the spec's nodes (head first), ``running`` maps each node's container name to
+    whether it runs now (absent or exited: False). When some nodes run and others do not (a worker
+    was lost and its container exited or was removed, or the head died under running workers), the
+    cluster starts again as a whole: a node started alone registers with the head anew, while Ray
+    keeps its old entry alive until the GCS health checks give up on it (tens of seconds, longer on
+    a loaded host), so ``ray status`` would count one node and its GPU too many; and the workers
+    of a dead head do not join its successor (a new GCS is another cluster to them). All running: left alone; none running: a plain start.
+
+    Returns ``{restart, running, down, reason}`` (hosts; reason None unless restart)."""
+    up = [str(n["host"]) for n in nodes if running.get(n["container"])]
+    down = [str(n["host"]) for n in nodes if not running.get(n["container"])]
+    restart = bool(up) and bool(down)
+    reason = None
+    if restart:
+        reason = (f"the cluster lost {', '.join(down)} while {', '.join(up)} kept running: "
+                  "every node is removed and the cluster starts again as a whole")
+    return {"restart": restart, "running": up, "down": down, "reason": reason}
+
+
 # ---- ray status -------------------------------------------------------------------------------
 
 _USAGE_RE = re.compile(r"^\s*([\d.]+)([A-Za-z]*)/([\d.]+)([A-Za-z]*)\s+(\S+)(?:\s+\((.*)\))?\s*$")

@@ -570,3 +570,29 @@ def test_filter_adapters():
     assert facts["spark-sim11"]["bandwidth"]["gbps"] == 9.9 and facts["spark-sim11"]["model_revisions"] == {"m/x": "abc"}
     assert facts["spark-sim12"]["container"]["log_tail"] == "ConnectionError: no GCS"
     assert facts["spark-sim12"]["model_revisions"] == {"m/x": None} and "interface" not in facts["spark-sim12"]
+
+
+def test_restart_plan_starts_a_cluster_that_lost_a_node_again_as_a_whole():
+    """Some nodes up and others down: every node goes, the cluster starts afresh (a worker started
+    alone leaves its old entry alive in Ray: one node and one GPU too many). All up: left alone;
+    none up: a plain start, nothing to remove."""
+    sim = cluster.cluster_spec("sim_pair", sim_members())
+    head, worker = sim["nodes"]
+    up = {head["container"]: True, worker["container"]: True}
+    assert cluster.restart_plan(sim["nodes"], up) == {"restart": False, "running": [head["host"], worker["host"]],
+                                                      "down": [], "reason": None}
+    assert cluster.restart_plan(sim["nodes"], {})["restart"] is False
+    lost = cluster.restart_plan(sim["nodes"], {head["container"]: True, worker["container"]: False})
+    assert lost["restart"] and lost["down"] == [worker["host"]] and lost["running"] == [head["host"]]
+    assert worker["host"] in lost["reason"] and "starts again as a whole" in lost["reason"]
+    # a dead head under a running worker: the worker would not join a new head either
+    assert cluster.restart_plan(sim["nodes"], {worker["container"]: True})["down"] == [head["host"]]
+    # the filter reads start.yml's looped docker_container_info results (a removed container: exists false)
+    f = _filters()
+    results = [{"item": head, "exists": True, "container": {"State": {"Running": True}}},
+               {"item": worker, "exists": False, "container": None}]
+    assert f.ray_cluster_restart_plan(sim, results) == lost
+    results[1] = {"item": worker, "exists": True, "container": {"State": {"Running": False, "Status": "exited"}}}
+    assert f.ray_cluster_restart_plan(sim, results) == lost
+    results[1] = {"item": worker, "exists": True, "container": {"State": {"Running": True}}}
+    assert f.ray_cluster_restart_plan(sim, results)["restart"] is False

@@ -69,22 +69,33 @@ def test_schedule_follows_rate_and_matches_simulator_stamps(sim_factory, tmp_pat
         # the schedule: vLLM's normalisation puts the last send at exactly n / rate
         assert max(p["scheduled_s"] for p in e["per_request"]) == pytest.approx(n / e["rate"], abs=1e-9)
         assert e["achieved_rate"] == pytest.approx(e["rate"], rel=0.10)
-        assert e["schedule_error_ms"]["p50"] < 1.0 and e["schedule_error_ms"]["max"] < 20.0
-        # measure.py's send times against the simulator's arrival stamps (same host, one clock)
+        # The summary is the per-request figures' (sent - t0 - scheduled); a send is never early.
+        # How late a loaded machine sends is BENCHMARKS.md's (bench/serving.py), not a unit test's:
+        # the upper bounds here are medians, and a gross bound (1 s) on the worst request.
+        errs = [p["schedule_error_ms"] for p in e["per_request"]]
+        assert min(errs) >= 0.0 and e["schedule_error_ms"]["max"] == max(errs) < 1000.0
+        assert e["schedule_error_ms"]["p50"] < 1.0
+        # measure.py's send times against the simulator's arrival stamps (same host, one clock):
+        # never before the send, usually within a few ms
         lag = [(rows["chatcmpl-" + p["id"]]["arrival"] - p["sent"]) * 1000 for p in e["per_request"]]
-        assert statistics.median(lag) < 5.0 and max(lag) < 30.0 and min(lag) > -1.0, lag
+        assert statistics.median(lag) < 5.0 and max(lag) < 1000.0 and min(lag) > -1.0, lag
         # the gaps between sends as the simulator saw them follow the schedule
         arr = sorted(rows["chatcmpl-" + p["id"]]["arrival"] for p in e["per_request"])
         sch = sorted(p["scheduled_s"] for p in e["per_request"])
         gap_err = [abs((a - arr[0]) - (b - sch[0])) * 1000 for a, b in zip(arr, sch)]
-        assert statistics.median(gap_err) < 3.0 and max(gap_err) < 30.0
-        # ttft and e2e from the client's reads against the simulator's timeline (client sees
-        # them later: request transfer and parse before arrival, the chunk's delivery after)
+        assert statistics.median(gap_err) < 3.0 and max(gap_err) < 1000.0
+        # ttft and e2e from the client's reads against the simulator's timeline: the client sees
+        # them later (request transfer and parse before arrival, the chunk's delivery after),
+        # never earlier; by a few ms in the median
+        ttft_late, e2e_late = [], []
         for p in e["per_request"]:
             ttft, tpot, e2e = truth(rows["chatcmpl-" + p["id"]])
-            assert -0.001 < p["ttft_s"] - ttft < 0.03
-            assert -0.001 < p["e2e_s"] - e2e < 0.03
+            ttft_late.append(p["ttft_s"] - ttft)
+            e2e_late.append(p["e2e_s"] - e2e)
             assert p["output_tokens"] == 16 and p["tpot_s"] == pytest.approx((p["e2e_s"] - p["ttft_s"]) / 15)
+        assert min(ttft_late) > -0.001 and min(e2e_late) > -0.001, (ttft_late, e2e_late)
+        assert statistics.median(ttft_late) < 0.03 and statistics.median(e2e_late) < 0.03, (ttft_late, e2e_late)
+        assert max(ttft_late) < 1.0 and max(e2e_late) < 1.0
         # a loose SLO: every request is good, goodput = completed / duration
         assert e["slo_met_share"] == 1.0
         assert e["goodput"] == pytest.approx(n / e["duration_s"])
@@ -96,7 +107,9 @@ def test_schedule_follows_rate_and_matches_simulator_stamps(sim_factory, tmp_pat
 def test_goodput_agrees_with_the_simulator_timeline(sim_factory, tmp_path: Path) -> None:
     """One slot (--max-num-seqs 1): requests queue, e2e spreads from 40 ms to a few hundred; a tight
     e2e SLO splits them. measure.py's good/not good per request equals the same SLO applied to the
-    simulator's timeline, except requests within the client's few-ms offset of the limit."""
+    simulator's timeline, except where the limit falls between the simulator's e2e and the
+    client's (the client reads the last chunk a few ms after the server wrote it; on a loaded
+    machine more), and measure.py judges every request by its own e2e."""
     s = sim(sim_factory, ["--max-num-seqs", "1"])
     limit = 0.12
     code, doc, err = measure(["--base-url", s.base_url, *BASE, "--rate", "18", "--rate-duration", "2.5",
@@ -105,16 +118,17 @@ def test_goodput_agrees_with_the_simulator_timeline(sim_factory, tmp_path: Path)
     rows = sim_rows(s.base_url)
     e = doc["rates"][0]
     assert 0 < e["slo_met_share"] < 1
-    margin = 0.02
     ambiguous = 0
     true_good = 0
     for p in e["per_request"]:
         _, _, e2e = truth(rows["chatcmpl-" + p["id"]])
         true_good += e2e <= limit
-        if abs(e2e - limit) < margin:
+        assert p["good"] == (p["e2e_s"] <= limit), p
+        if p["good"] != (e2e <= limit):
+            # only a client-side delay can flip the verdict: truth good, client late past the limit
+            assert e2e <= limit < p["e2e_s"], (p, e2e)
             ambiguous += 1
-        else:
-            assert p["good"] == (e2e <= limit), (p, e2e)
+    assert ambiguous <= e["requests"] // 4, f"{ambiguous} of {e['requests']} judged off the simulator's verdict"
     n = e["requests"]
     assert abs(e["slo_met_share"] - true_good / n) <= ambiguous / n
     # goodput on the simulator's timeline: good / (last completion - first arrival)
