@@ -3,7 +3,7 @@
 * ``ray_cluster_spec``            group name, groups, hostvars → the cluster spec (head = the group's first host)
 * ``ray_cluster_with_addresses``  spec, {host: IPv4} → the spec completed with probed addresses
 * ``ray_cluster_addresses``       looped ``ip -4 -o addr show dev IF`` results → {host: IPv4}
-* ``ray_cluster_restart_plan``    spec, looped docker_container_info results → restart the whole cluster?
+* ``ray_cluster_restart_plan``    spec, looped docker_container_info results → nodes running, nodes down, restart as a whole?
 * ``ray_status_parse``            ``ray status`` [-v] text → figures (both formats)
 * ``ray_probe_parse``             ray_probe.py stdout → its JSON (``RAY_PROBE_JSON {...}``)
 * ``ray_node_probe_parse``        node_probe.sh stdout, interface → node facts
