@@ -5,9 +5,9 @@ One owner per data shape (docs/ARCHITECTURE.md lists them): the variant matrix a
 document (:mod:`sparkbench.result`), the report's numbers (:mod:`sparkbench.report`). The filter
 and action plugins in the repository are thin adapters over these modules.
 
-``sparkbench/measure.py`` is the measurement script: one standard-library file copied to each
-host (``scripts/measure.py`` links to it). The package may import it; it imports nothing of the
-package.
+``sparkbench/measure/`` is the measurement: a standard-library package with relative imports
+only, built into ``measure.pyz`` (:mod:`sparkbench.measure_bundle`) and run on each host as
+``python3 -I measure.pyz``. The rest of the package may import it; it imports nothing of the rest.
 """
 
 __all__ = ["__version__"]

@@ -1,7 +1,7 @@
 """Run-wide names of the repository's files, in one place.
 
 The package is installed in editable mode from the checkout (``make setup``), so its data lives
-beside it: profiles, the result schema, the known issues, the measurement script.
+beside it: profiles, the result schema, the known issues, the measurement package.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PROFILES_DIR = REPO_ROOT / "profiles"
 SCHEMA_PATH = REPO_ROOT / "schema" / "result.schema.json"
 KNOWN_ISSUES_PATH = REPO_ROOT / "roles" / "vllm_server" / "files" / "known_issues.yml"
-MEASURE_SCRIPT = Path(__file__).resolve().parent / "measure.py"
-QUALITY_FILE = PROFILES_DIR / "quality.json"
 DEFAULT_RESULTS_DIR = REPO_ROOT / "results"
 
 

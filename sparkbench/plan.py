@@ -143,6 +143,12 @@ def server_settings(v: Mapping[str, Any], host: str) -> dict[str, Any]:
             "secret_env": secret_env, "ready_timeout_s": v["vllm_server_ready_timeout_s"]}
 
 
+def measure_command(v: Mapping[str, Any], remote_dir: str) -> list[str]:
+    """How measure starts on the host: its python3, isolated (``-I``), running the zipapp llm_bench
+    copied into the host's work directory (docs/ARCHITECTURE.md, "measure on a unit")."""
+    return [str(v["llm_bench_python"]), "-I", f"{remote_dir}/measure.pyz"]
+
+
 def probe_commands(v: Mapping[str, Any], container: str) -> dict[str, str | None]:
     """measure.py's ``--nvidia-smi`` and ``--kernel-log`` for this host, from ``spark_host_gpu_probe``
     (empty: ``image`` when ``sparkbench_gpu_less``, else ``host``, as roles/spark_host's default):
@@ -282,7 +288,7 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
             "result_path": str(path), "action": action, "preflight": pf, "settings": settings,
             "hardware_profile": hardware, "model_profile": model_profile,
             "measure_argv": settings_mod.measure_argv(
-                settings, python=str(v["llm_bench_python"]), script=f"{remote_dir}/measure.py",
+                settings, python=measure_command(v, remote_dir),
                 base_url=launch["base_url"], model=variant["model"], quality_file=f"{remote_dir}/quality.json",
                 tools_file=f"{remote_dir}/tools.json", sandbox_image=variant["image"], refused=refused,
                 **variant_probes),
@@ -342,7 +348,7 @@ def bracket_entry(entries: list[Mapping[str, Any]], v: Mapping[str, Any], host: 
              "result_path": str(result_path(v["bench_results_dir"], v["bench_run_id"], host, name)),
              "bracket": {"of": ref["name"], "position": "end"},
              "measure_argv": settings_mod.measure_argv(
-                 settings, python=str(v["llm_bench_python"]), script=f"{remote_dir}/measure.py",
+                 settings, python=measure_command(v, remote_dir),
                  base_url=ref["launch"]["base_url"], model=ref["variant"]["model"],
                  quality_file=f"{remote_dir}/quality.json", sandbox_image=ref["variant"]["image"])}
     entry["summary"] = ([f"bracket: {ref['name']} again at the end of the host's sequence, single stream only "

@@ -74,9 +74,7 @@ def test_every_request_keeps_its_per_token_gaps(sim_factory) -> None:
 
 def test_a_request_without_gaps_says_why() -> None:
     """Streams as a server without per-chunk token counts, a burst and a failure deliver them:
-    itl_ms is null with the reason (run_record, the one place both phases build a record)."""
-    m = M.Measurement(M.build_parser().parse_args(["--base-url", "http://127.0.0.1:9", "--out", "-",
-                                                   "--output-tokens", "8"]), None)
+    itl_ms is null with the reason (RequestRecord.run_fields, the one place both phases build a record)."""
 
     def stream(marks, usage_tokens, error=None):
         r = M.StreamResult(t_start=0.0, status=200, error=error, usage={"completion_tokens": usage_tokens,
@@ -88,19 +86,19 @@ def test_a_request_without_gaps_says_why() -> None:
             r.marks.append((t, n))
             r.usage_marks += n is not None
         r.finish_reason, r.done = "length", True
-        return r
+        return M.RequestRecord.from_stream(r, True)
 
     # 8 tokens in 4 content chunks, no running counts: tokens per gap unknown
-    rec = m.run_record(stream([(0.1, None), (0.2, None), (0.3, None), (0.4, None)], 8), True)
+    rec = stream([(0.1, None), (0.2, None), (0.3, None), (0.4, None)], 8).run_fields(8)
     assert rec["itl_ms"] is None and "tokens per gap unknown" in rec["itl_reason"]
     # everything in one read: no gap
-    rec = m.run_record(stream([(0.5, 1), (0.5, 8)], 8), True)
+    rec = stream([(0.5, 1), (0.5, 8)], 8).run_fields(8)
     assert rec["itl_ms"] is None and "one read" in rec["itl_reason"]
     # a failed request keeps no gaps even when chunks had arrived
-    rec = m.run_record(stream([(0.1, 1), (0.2, 2)], 2, error="HTTP 500: boom"), True)
+    rec = stream([(0.1, 1), (0.2, 2)], 2, error="HTTP 500: boom").run_fields(8)
     assert rec["itl_ms"] is None and rec["itl_reason"] == "request failed"
     # one token a chunk without running counts (final usage == chunks): the chunk gaps, in ms
-    rec = m.run_record(stream([(0.1, None), (0.1125, None), (0.15, None)], 3), True)
+    rec = stream([(0.1, None), (0.1125, None), (0.15, None)], 3).run_fields(8)
     assert rec["itl_ms"] == [12.5, 37.5] and "itl_reason" not in rec
 
 
@@ -166,10 +164,10 @@ def test_max_runs_bounds_a_target_that_cannot_be_met(sim_factory) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--runs", "5", "--max-runs", "4", "--target-precision", "1"], "argument --max-runs: 4 is fewer than --runs 5"),
-    (["--max-runs", "10"], "argument --max-runs: it only bounds --target-precision"),
-    (["--target-precision", "0"], "argument --target-precision: must be a positive percentage"),
-    (["--target-precision", "x"], "argument --target-precision: must be a positive percentage"),
+    (["--runs", "5", "--max-runs", "4", "--target-precision", "1"], "argument --max-runs: --max-runs is 4, fewer than --runs 5"),
+    (["--max-runs", "10"], "argument --max-runs: --max-runs is 10 but --target-precision is not given"),
+    (["--target-precision", "0"], "argument --target-precision: must be a percentage > 0"),
+    (["--target-precision", "x"], "argument --target-precision: must be a percentage > 0"),
 ])
 def test_bad_precision_options_are_usage_errors(args, message) -> None:
     p = subprocess.run([sys.executable, str(MEASURE), "--base-url", "http://127.0.0.1:9", "--out", "-", *args],

@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 
 from sparkbench import measure as M
+from sparkbench.measure.phases import rate_search
 from conftest import port_in, run_measure
 
 REPO = Path(__file__).resolve().parent.parent
@@ -279,35 +280,37 @@ def test_search_by_concurrency_closed_loop_against_the_simulator(sim_factory, tm
     assert by_n[1]["slo_met_share"] >= 0.85 > by_n[2]["slo_met_share"]
 
 
+def _session(*args: str) -> "M.Session":
+    return M.Session(M.build_parser().parse_args(["--base-url", "http://127.0.0.1:9", "--out", "-", *args]), None)
+
+
+@pytest.mark.unit
 def test_concurrency_search_doubles_then_bisects_within_its_bounds() -> None:
     """The search logic with a stub phase (share 1 up to 5 in flight, 0.5 above): 1, 2, 4, 8 (fails),
     6, 5: best 5; a limit that never fails stops at CONCURRENCY_SEARCH_MAX or the step bound."""
-    def make(ok_up_to: int, start: list[str]) -> "M.Measurement":
-        m = M.Measurement(M.build_parser().parse_args(["--base-url", "http://127.0.0.1:9", "--out", "-", *start,
-                                                       "--search-by", "concurrency", "--slo", "e2e=1",
-                                                       "--rate-search", "0.9"]), None)
-        m.rate_phase = lambda rate, cpt, search=False, concurrency=None: {
-            "slo_met_share": 1.0 if concurrency <= ok_up_to else 0.5}
-        m.concurrency_search(0.9, 4.0)
-        return m
-    rs = make(5, []).doc["rate_search"]
+    def make(ok_up_to: int, start: list[str]) -> dict:
+        s = _session(*start, "--search-by", "concurrency", "--slo", "e2e=1", "--rate-search", "0.9")
+        rate_search.by_concurrency(s, 0.9, lambda n: {"slo_met_share": 1.0 if n <= ok_up_to else 0.5})
+        return s.doc["rate_search"]
+    rs = make(5, [])
     assert rs["tried"] == [1, 2, 4, 8, 6, 5] and rs["best_concurrency"] == 5 and rs["by"] == "concurrency"
-    rs = make(10_000, ["--rate-max-concurrency", "3"]).doc["rate_search"]
+    rs = make(10_000, ["--rate-max-concurrency", "3"])
     assert rs["tried"][0] == 3 and len(rs["tried"]) <= M.CONCURRENCY_SEARCH_STEPS
     assert max(rs["tried"]) <= M.CONCURRENCY_SEARCH_MAX and rs["best_concurrency"] == max(rs["tried"])
-    rs = make(0, ["--rate-max-concurrency", "4"]).doc["rate_search"]
+    rs = make(0, ["--rate-max-concurrency", "4"])
     assert rs["tried"] == [4, 2, 1] and rs["best_concurrency"] is None
 
 
+@pytest.mark.unit
 def test_rate_search_records_by_rate() -> None:
-    m = M.Measurement(M.build_parser().parse_args(["--base-url", "http://127.0.0.1:9", "--out", "-", "--rate", "1",
-                                                   "--slo", "e2e=1", "--rate-search", "0.9"]), None)
-    m.rate_phase = lambda rate, cpt, search=False, concurrency=None: {"slo_met_share": 1.0 if rate <= 3 else 0.5}
-    m.rate_search(0.9, [(1.0, 1.0)], 4.0)
-    rs = m.doc["rate_search"]
+    s = _session("--rate", "1", "--slo", "e2e=1", "--rate-search", "0.9")
+    rate_search.by_rate(s, 0.9, [(1.0, 1.0)], lambda rate: {"slo_met_share": 1.0 if rate <= 3 else 0.5})
+    rs = s.doc["rate_search"]
     assert rs["by"] == "rate" and rs["best_concurrency"] is None and rs["best_rate"] == 3.0
     assert rs["tried"][:4] == [1.0, 2.0, 4.0, 3.0] and len(rs["extra_rates"]) <= M.RATE_SEARCH_STEPS
-    assert m.settings()["search_by"] == "rate"
+    assert s.doc["settings"]["search_by"] == "rate"
+    # the next level is a pure function of the levels tried: within 5 % the search stops
+    assert M.next_rate([(3.0, 1.0), (3.1, 0.5)], 0.9) is None and M.next_rate([(2.0, 0.2)], 0.9) == 1.0
 
 
 @pytest.mark.parametrize("args", [["--search-by", "concurrency", "--slo", "e2e=1"],

@@ -10,6 +10,7 @@ documented format). Every document is validated against schema/result.schema.jso
 from __future__ import annotations
 
 import json
+import random
 import os
 import socket
 import subprocess
@@ -273,7 +274,7 @@ def test_speed_prompts_have_one_length_and_the_warmup_is_at_it(fake_server, tmp_
 
 
 def test_speed_prompt_tags_are_unique_digit_units() -> None:
-    rng = M.random.Random(5)
+    rng = random.Random(5)
     a, b = M.speed_prompt(rng), M.speed_prompt(rng)
     assert a != b and len(a) == len(b)
     tag = a.split(".")[0].removeprefix("Request ")
@@ -289,7 +290,7 @@ def test_token_counted_after_the_last_content_chunk_is_said_as_observed() -> Non
     for t, b in pieces:
         raw.pieces.append(b)
         raw.times.append(1.0 + t)
-    d = M.decode_stream(raw).decode_info()
+    d = M.decode_rate(M.parse_sse(raw))
     assert d.source == "usage" and d.first_chunk_tokens == 1 and not d.first_inferred
     assert d.note == "the server counted 1 token(s) after the last content chunk that produced no content"
     assert d.tok_s == pytest.approx(5 / (5 * 0.004))
@@ -385,15 +386,15 @@ def _raw_from(pieces: Pieces) -> "M.RawStream":
 
 
 def test_llamacpp_final_timings_are_used_and_said() -> None:
-    r = M.decode_stream(_raw_from(_fixture(FINAL)))
+    r = M.parse_sse(_raw_from(_fixture(FINAL)))
     assert r.completion_tokens == 256 and r.carrying == 254 and r.system_fingerprint == "b6123-abcdef"
     assert "🙂" in r.content and "é" in r.content and r.error is None and r.done
-    d = r.decode_info()
+    d = M.decode_rate(r)
     assert d.source == "server_timings" and d.tok_s == pytest.approx(255 / 1.275)  # (predicted_n - 1) / predicted_ms
     assert d.first_chunk_tokens == 1 and d.first_inferred and d.first_max == 3
     assert "256 tokens in 254 content chunks" in d.note
     assert d.server["predicted_per_second"] == pytest.approx(200.784314)
-    assert r.itl_samples() is None and "256 tokens came in 254 content chunks" in r.itl_reason()
+    assert M.itl_samples(r) is None and "256 tokens came in 254 content chunks" in M.itl_reason(r)
 
 
 def test_llamacpp_without_timings_gives_the_bounded_figure() -> None:
@@ -404,7 +405,7 @@ def test_llamacpp_without_timings_gives_the_bounded_figure() -> None:
             obj.pop("timings", None)
             b = _event(obj)
         pieces.append((t, b))
-    d = M.decode_stream(_raw_from(pieces)).decode_info()
+    d = M.decode_rate(M.parse_sse(_raw_from(pieces)))
     span = 255 * 0.005
     assert d.source == "chunk_count_bounded" and d.server is None
     assert d.bound == {"low": pytest.approx(253 / span), "high": pytest.approx(255 / span), "missing_chunks": 2}
@@ -412,12 +413,12 @@ def test_llamacpp_without_timings_gives_the_bounded_figure() -> None:
 
 
 def test_llamacpp_timings_per_token_give_exact_counts() -> None:
-    r = M.decode_stream(_raw_from(_fixture(PER_TOKEN)))
-    d = r.decode_info()
+    r = M.parse_sse(_raw_from(_fixture(PER_TOKEN)))
+    d = M.decode_rate(r)
     assert d.source == "timings_per_token" and d.first_chunk_tokens == 1 and not d.first_inferred
     assert d.tok_s == pytest.approx(255 / (255 * 0.005)) and d.bound is None
     assert d.server["decode_tok_s"] == pytest.approx(200.0)
-    itl = r.itl_samples()
+    itl = M.itl_samples(r)
     assert len(itl) == 255 and max(itl) == pytest.approx(0.005)  # the held token's gap is shared by 2 tokens
 
 

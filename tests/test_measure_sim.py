@@ -249,7 +249,7 @@ def test_sse_handling_agrees_with_openai_client(sim_factory, spec: list[str], pa
     ep = M.Endpoint.from_url(sim.base_url, None)
     msgs = [{"role": "user", "content": "Explain how a lighthouse works."}]
     raw = M.stream_requests(ep, [M.chat_body(MODEL, msgs, 60, True, 0)], 60, 30)[0]
-    ours = M.decode_stream(raw)
+    ours = M.parse_sse(raw)
     assert ours.error is None and ours.completion_tokens == 60
     response = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
                 b"connection: close\r\n\r\n" + b"".join(raw.pieces))

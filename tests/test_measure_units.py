@@ -18,6 +18,7 @@ from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparkbench import measure as M
+from sparkbench.measure import client as measure_client
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "measure"
@@ -145,13 +146,14 @@ def test_decode_uses_usage_not_chunk_count_under_mtp() -> None:
     for e in events[:-1]:
         pos += len(_sse([e]))
         cuts.append(pos)
-    res = M.decode_stream(_raw(body, cuts, chunked=False, t0=100.0, dt=0.01))
-    dec, first, why = res.decode()
+    res = M.parse_sse(_raw(body, cuts, chunked=False, t0=100.0, dt=0.01))
+    d = M.decode_rate(res)
+    dec, first, why = d.tok_s, d.first_chunk_tokens, d.reason
     assert why is None and first == 3
     assert dec == pytest.approx(9 / 0.03)
     assert res.ttft == pytest.approx(0.05 + 0.01)  # role chunk at t0 does not count
     assert res.completion_tokens == 12 and res.finish_reason == "length" and res.done
-    assert res.itl_samples() == pytest.approx([0.01 / 3] * 9)
+    assert M.itl_samples(res) == pytest.approx([0.01 / 3] * 9)
 
 
 @pytest.mark.parametrize("crlf", [False, True])
@@ -162,7 +164,7 @@ def test_chunked_framing_split_anywhere_gives_same_events(crlf: bool, sizes: lis
     framed = _chunked(_sse(events, crlf=crlf), sizes)
     for step in (1, 5, 13, len(framed)):
         raw = _raw(framed, list(range(step, len(framed), step)), chunked=True)
-        res = M.decode_stream(raw)
+        res = M.parse_sse(raw)
         assert res.reasoning == "r0r1r2r3r4" and res.content == "答え"
         assert res.carrying == 6 and res.tokens_first == 1 and res.tokens_last == 6
         assert res.done and res.error is None
@@ -172,7 +174,7 @@ def test_event_time_is_the_read_that_completed_it() -> None:
     e1, e2 = _sse([_chunk(content="x", usage=1)]), _sse([_chunk(content="y", usage=2)])
     body = e1 + e2
     raw = _raw(body, [len(e1) - 1, len(e1) + 4], chunked=False, t0=10.0, dt=1.0)
-    res = M.decode_stream(raw)
+    res = M.parse_sse(raw)
     assert res.marks == [(11.0, 1), (12.0, 2)]  # e1's last byte came with the second read
 
 
@@ -181,20 +183,21 @@ def test_without_per_chunk_usage_decode_only_when_one_token_per_chunk() -> None:
             "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}}
     one = [_chunk(content=c, finish="length" if c == "d" else None) for c in "abcd"] + [tail]  # no [DONE]: fine
     body = _sse(one)
-    res = M.decode_stream(_raw(body, [len(body) // 2], chunked=False))
-    dec, first, why = res.decode()
+    res = M.parse_sse(_raw(body, [len(body) // 2], chunked=False))
+    d = M.decode_rate(res)
+    dec, first, why = d.tok_s, d.first_chunk_tokens, d.reason
     assert why is None and first == 1 and not res.done
-    assert res.decode_info().source == "chunk_count" and res.decode_info().first_inferred
+    assert M.decode_rate(res).source == "chunk_count" and M.decode_rate(res).first_inferred
     multi = [_chunk(content="ab"), _chunk(content="cd", finish="length")] + [tail]
-    res2 = M.decode_stream(_raw(_sse(multi), [len(_sse(multi[:1]))], chunked=False))
-    d2 = res2.decode_info()
+    res2 = M.parse_sse(_raw(_sse(multi), [len(_sse(multi[:1]))], chunked=False))
+    d2 = M.decode_rate(res2)
     # 4 tokens in 2 chunks, 0.01 s apart: the first chunk held 1..3 tokens -> 1/0.01 .. 3/0.01 tok/s
     assert d2.source == "chunk_count_bounded" and d2.first_inferred and d2.first_max == 3
     assert d2.bound == {"low": pytest.approx(100.0), "high": pytest.approx(300.0), "missing_chunks": 2}
     assert d2.tok_s == pytest.approx(300.0) and "4 tokens in 2 content chunks" in d2.note
-    assert res2.itl_samples() is None and "4 tokens came in 2 content chunks" in res2.itl_reason()
-    nousage = M.decode_stream(_raw(_sse([_chunk(content="a"), _chunk(content="b", finish="stop")]), [], chunked=False))
-    assert nousage.decode()[0] is None and "no usage" in nousage.decode()[2]
+    assert M.itl_samples(res2) is None and "4 tokens came in 2 content chunks" in M.itl_reason(res2)
+    nousage = M.parse_sse(_raw(_sse([_chunk(content="a"), _chunk(content="b", finish="stop")]), [], chunked=False))
+    assert M.decode_rate(nousage).tok_s is None and "no usage" in M.decode_rate(nousage).reason
 
 
 def test_stream_that_breaks_off_is_an_error() -> None:
@@ -202,8 +205,8 @@ def test_stream_that_breaks_off_is_an_error() -> None:
     framed = _chunked(_sse(events), [1000])[:-5]  # chunked body without its terminator
     raw = _raw(framed, [], chunked=True)
     raw.clean_end = False
-    res = M.decode_stream(raw)
-    assert res.cut and "broke off" in res.error and res.decode()[0] is None
+    res = M.parse_sse(raw)
+    assert res.cut and "broke off" in res.error and M.decode_rate(res).tok_s is None
 
 
 def test_http_error_body_becomes_one_line_message() -> None:
@@ -211,12 +214,12 @@ def test_http_error_body_becomes_one_line_message() -> None:
     raw.pieces = [json.dumps({"error": {"message": "min_tokens must be less than or equal to max_tokens=4, got 8",
                                         "type": "BadRequestError", "code": 400}}).encode()]
     raw.times = [0.1]
-    res = M.decode_stream(raw)
+    res = M.parse_sse(raw)
     assert res.error == "HTTP 400: min_tokens must be less than or equal to max_tokens=4, got 8"
 
 
 def test_stream_error_event_is_an_error() -> None:
-    res = M.decode_stream(_raw(_sse([_chunk(content="a", usage=1), {"error": {"message": "engine dead"}}]), [],
+    res = M.parse_sse(_raw(_sse([_chunk(content="a", usage=1), {"error": {"message": "engine dead"}}]), [],
                                chunked=False))
     assert res.error == "stream error: engine dead"
 
@@ -432,7 +435,7 @@ def test_endpoint_url_handling(url: str, display: str, prefix: str) -> None:
     ep = M.Endpoint.from_url(url, "sk-x")
     assert ep.display == display and ep.prefix == prefix and "secret" not in ep.display
     assert ep.headers()["Authorization"] == "Bearer sk-x"
-    request = M._build_post(ep, "/v1/chat/completions", b"{}")
+    request = measure_client._build_post(ep, "/v1/chat/completions", b"{}")
     assert request.startswith(f"POST {prefix}/v1/chat/completions HTTP/1.1\r\n".encode())
     assert b"\r\nConnection: close\r\n" in request and request.endswith(b"\r\n\r\n{}")
 

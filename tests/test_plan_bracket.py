@@ -111,7 +111,7 @@ def test_precision_settings_reach_both_command_lines(tmp_path):
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"target_precision_pct": 0}, "llm_bench_target_precision_pct is 0; it must be null (off) or a percentage > 0"),
+    ({"target_precision_pct": 0}, "llm_bench_target_precision_pct is 0; it must be null (off) or a percentage > 0 of the median"),
     ({"target_precision_pct": "fast"}, "llm_bench_target_precision_pct is 'fast'"),
     ({"target_precision_pct": "nan"}, "llm_bench_target_precision_pct is 'nan'"),
     ({"target_precision_pct": 1, "max_runs": 3, "runs": 5}, "llm_bench_max_runs is 3, fewer than llm_bench_runs 5"),

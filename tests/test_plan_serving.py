@@ -49,7 +49,7 @@ def test_serving_adds_one_prefix_caching_pair_per_build(tmp_path):
 def test_serving_measure_argv_parses_with_every_phase_on(tmp_path):
     entry = by_name(plan.plan_host(sim_vars(tmp_path, bench_workloads="serving"), HOST))["nvidia-bare"]
     argv = entry["measure_argv"]
-    args = measure.build_parser().parse_args(argv[2:])
+    args = measure.build_parser().parse_args(argv[3:])
     assert args.rate == settings.SERVING_RATES
     assert args.prefix_tokens == settings.SERVING["prefix_tokens"] and args.turns == settings.SERVING["turns"]
     assert args.tools and args.tool_choice == "auto"
@@ -89,7 +89,7 @@ def test_preflight_refuses_a_tool_check_the_server_cannot_answer(tmp_path):
         assert refused["phase"] == "tools"
         assert "google/gemma-3-4b-it" in refused["reason"] and f"tool_choice {choice}" in refused["reason"]
         assert "tool_call_parser" in refused["remedy"] and "tool-call-parser: <parser>" in refused["remedy"]
-        args = measure.build_parser().parse_args(e["measure_argv"][2:])
+        args = measure.build_parser().parse_args(e["measure_argv"][3:])
         assert args.tools and "tool_parser_missing" in args.tools_skip and "fix: " in args.tools_skip
         assert any(line.startswith("tools check refused: ") for line in e["summary"])
     # Naming a parser in the variant's args is the fix.
@@ -97,7 +97,7 @@ def test_preflight_refuses_a_tool_check_the_server_cannot_answer(tmp_path):
     e = by_name(plan.plan_host(sim_vars(tmp_path, llm_bench_tools=True, llm_bench_tool_choice="required",
                                         bench_extra_variants=extra), HOST))["gemma-bare"]
     assert e["preflight"]["refused"] == [] and "--enable-auto-tool-choice" in e["launch"]["argv"]
-    assert measure.build_parser().parse_args(e["measure_argv"][2:]).tools_skip is None
+    assert measure.build_parser().parse_args(e["measure_argv"][3:]).tools_skip is None
 
 
 def test_auto_tool_choice_without_a_parser_is_refused_before_launch(tmp_path):
@@ -108,5 +108,5 @@ def test_auto_tool_choice_without_a_parser_is_refused_before_launch(tmp_path):
 
 def test_the_bracket_run_measures_single_stream_only(tmp_path):
     p = plan.plan_host(sim_vars(tmp_path, bench_workloads="serving", bench_bracket=True), HOST)
-    args = measure.build_parser().parse_args(p["bracket"]["measure_argv"][2:])
+    args = measure.build_parser().parse_args(p["bracket"]["measure_argv"][3:])
     assert args.rate is None and not args.tools and args.prefix_tokens == 0 and args.turns == 0

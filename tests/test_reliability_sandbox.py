@@ -4,7 +4,6 @@ unshare fallback where it works here); with no sandbox available the code is nev
 check is `skipped`. Complements tests/test_measure_units.py (pass/fail of the asserts, /etc)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -15,10 +14,9 @@ import pytest
 
 from test_reliability_common import REPO
 
-_spec = importlib.util.spec_from_file_location("sparkbench_measure_rel", REPO / "scripts" / "measure.py")
-M = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = M  # dataclasses look their module up while it loads
-_spec.loader.exec_module(M)  # type: ignore[union-attr]
+from sparkbench import measure as M
+from sparkbench.measure import sandbox as measure_sandbox
+
 QUALITY = json.loads((REPO / "profiles" / "quality.json").read_text(encoding="utf-8"))
 CODE_Q = next(q for q in QUALITY["questions"] if q["id"] == "code")
 IMAGE = "sparkbench/debian-base:bookworm"
@@ -83,7 +81,7 @@ def test_unshare_fallback_blocks_network_and_writes_outside(tmp_path: Path) -> N
 
 def test_no_sandbox_means_the_code_is_not_run_and_skipped(tmp_path: Path, monkeypatch) -> None:
     real_which = shutil.which
-    monkeypatch.setattr(M.shutil, "which", lambda name, *a, **k: None if name in ("docker", "unshare")
+    monkeypatch.setattr(measure_sandbox.shutil, "which", lambda name, *a, **k: None if name in ("docker", "unshare")
                         else real_which(name, *a, **k))
     sb = M.Sandbox(IMAGE)
     assert sb.kind == "none" and sb.reason

@@ -1,0 +1,114 @@
+"""Hardware and model profiles as measure reads them (``--hardware``, ``--profiles-dir``)."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+#: Where measure's data files live: in the checkout, profiles/ (the simulator's answer book reads
+#: quality.json there too); on a unit, beside ``measure.pyz`` (llm_bench copies them there).
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def install_dir() -> str:
+    """The directory that holds the measure package directory, or ``measure.pyz`` on a unit."""
+    outer = os.path.dirname(PACKAGE_DIR)
+    return os.path.dirname(outer) if outer.endswith(".pyz") else outer
+
+
+def checkout_profiles() -> str:
+    """profiles/ of the checkout this package is in (``sparkbench/measure`` -> ``profiles``)."""
+    return os.path.normpath(os.path.join(PACKAGE_DIR, "..", "..", "profiles"))
+
+
+def data_file(name: str) -> str:
+    """``name`` (quality.json, tools.json) beside the package or measure.pyz, else the checkout's
+    profiles/ (the path reported in the error when neither exists)."""
+    beside = os.path.join(install_dir(), name)
+    return beside if os.path.exists(beside) else os.path.join(checkout_profiles(), name)
+
+
+def default_profiles_dir() -> str:
+    """The checkout's profiles/ when present, else the directory measure runs from."""
+    repo = checkout_profiles()
+    return repo if os.path.isdir(repo) else install_dir()
+
+
+def _bandwidth(profile: Any) -> float | None:
+    if not isinstance(profile, dict):
+        return None
+    for key in ("memory_bandwidth_gbps", "bandwidth_gbs"):
+        v = profile.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            return float(v)
+    return None
+
+
+def hardware_names(profiles_dir: str) -> list[str]:
+    """Hardware profile names available in ``profiles_dir`` (hardware/*.json, or *.json that
+    are hardware profiles when the directory has no hardware/ folder)."""
+    sub = os.path.join(profiles_dir, "hardware")
+    names = []
+    for d in (sub, profiles_dir) if not os.path.isdir(sub) else (sub,):
+        try:
+            entries = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for e in entries:
+            if not e.endswith(".json"):
+                continue
+            if d != sub:
+                try:
+                    with open(os.path.join(d, e), encoding="utf-8") as f:
+                        if _bandwidth(json.load(f)) is None:
+                            continue
+                except (OSError, ValueError):
+                    continue
+            names.append(e[:-5])
+    return names
+
+
+def load_hardware(spec: str, profiles_dir: str) -> tuple[dict[str, Any], str]:
+    """The hardware profile named by --hardware (a name in profiles_dir, or a JSON file) and its
+    path. Raises ValueError with a one-line message that names the option."""
+    as_file = spec.endswith(".json") or os.sep in spec or os.path.isfile(spec)
+    if as_file:
+        path = spec
+        if not os.path.isfile(path):
+            raise ValueError(f"argument --hardware: file {spec} does not exist")
+    else:
+        path = ""
+        for cand in (os.path.join(profiles_dir, "hardware", spec + ".json"),
+                     os.path.join(profiles_dir, spec + ".json")):
+            if os.path.isfile(cand):
+                path = cand
+                break
+        if not path:
+            names = hardware_names(profiles_dir)
+            raise ValueError(f"argument --hardware: no hardware profile {spec!r} in {profiles_dir} "
+                             f"(--profiles-dir); available: {', '.join(names) if names else 'none'}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"argument --hardware: cannot read {path}: {exc}") from None
+    if _bandwidth(data) is None:
+        raise ValueError(f"argument --hardware: {path} is not a hardware profile (it needs a positive "
+                         f"memory_bandwidth_gbps)")
+    return data, os.path.abspath(path)
+
+
+def load_model_profile(model: str, profiles_dir: str) -> tuple[dict[str, Any] | None, str | None]:
+    """profiles_dir/models/<org>__<name>.json for a served model id, when it exists."""
+    name = model.replace("/", "__") + ".json"
+    for cand in (os.path.join(profiles_dir, "models", name), os.path.join(profiles_dir, name)):
+        if os.path.isfile(cand):
+            try:
+                with open(cand, encoding="utf-8") as f:
+                    data = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                return data, os.path.abspath(cand)
+    return None, None
+
