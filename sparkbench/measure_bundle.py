@@ -10,11 +10,13 @@ checkout are identical. ``llm_bench`` builds it once per host at copy time:
 """
 from __future__ import annotations
 
+import io
 import os
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
+
+from .paths import write_atomic
 
 PACKAGE = Path(__file__).resolve().parent / "measure"
 MAIN = (b'"""measure.pyz: sparkbench\'s measurement (python3 -I measure.pyz --help)."""\n'
@@ -36,20 +38,12 @@ def _entry(zf: zipfile.ZipFile, name: str, data: bytes) -> None:
 
 def build(out: str | os.PathLike[str], package: Path = PACKAGE) -> Path:
     """Write the zipapp to ``out`` (atomically: a reader never sees half a file); returns its path."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".measure-", suffix=".pyz", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as zf:
-            _entry(zf, "__main__.py", MAIN)
-            for src in sources(package):
-                _entry(zf, "measure/" + src.relative_to(package).as_posix(), src.read_bytes())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        _entry(zf, "__main__.py", MAIN)
+        for src in sources(package):
+            _entry(zf, "measure/" + src.relative_to(package).as_posix(), src.read_bytes())
+    return write_atomic(out, buf.getvalue())
 
 
 def main(argv: list[str] | None = None) -> int:

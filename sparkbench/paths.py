@@ -6,6 +6,8 @@ beside it: profiles, the result schema, the known issues, the measurement packag
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -28,3 +30,20 @@ def model_profile_path(model: str, profiles_dir: str | Path = PROFILES_DIR) -> P
 def hardware_profile_path(name: str, profiles_dir: str | Path = PROFILES_DIR) -> Path:
     """``profiles/hardware/<name>.json``."""
     return Path(profiles_dir) / "hardware" / f"{name}.json"
+
+
+def write_atomic(path: str | Path, data: bytes, mode: int = 0o644) -> Path:
+    """``data`` to ``path`` through a temporary file and a rename, so a reader never sees half a
+    file; the folder is created when missing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

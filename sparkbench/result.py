@@ -18,15 +18,13 @@ raises ``DocumentError`` naming the first wrong fields.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .paths import SCHEMA_PATH
 from . import cluster as cluster_mod
 from . import engine_log
+from .paths import SCHEMA_PATH, write_atomic
 from .secrets import public_env, redact_text
 
 SCHEMA_VERSION = "1"
@@ -273,18 +271,7 @@ def stored(path: str | Path) -> dict[str, Any]:
 def write(doc: Mapping[str, Any], path: str | Path) -> Path:
     """Validate and write ``doc`` atomically (a temporary file renamed into place), mode 0644."""
     validate(doc)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 # --------------------------------------------------------------------------- one variant's record

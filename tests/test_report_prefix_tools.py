@@ -22,6 +22,7 @@ import pytest
 from sparkbench import verdict as vd
 from sparkbench.report import cli, compare, numbers, sections, terminal
 from sparkbench.report.terminal import terminal_table
+from sparkbench.measure.tool_judge import summarise_tools
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
@@ -69,22 +70,9 @@ def prompt(pid: str, category: str, verdict: str, bucket: str | None = None, rea
 
 
 def tools_block(prompts: list[dict], tool_choice: str = "auto") -> dict:
-    by_cat: dict = {}
-    by_bucket: dict = {}
-    for p in prompts:
-        if p["verdict"] == "skipped":  # not judged: in no category's total (measure.summarise_tools)
-            continue
-        c = by_cat.setdefault(p["category"], {"passed": 0, "total": 0})
-        c["total"] += 1
-        c["passed"] += p["verdict"] == "pass"
-        if p["bucket"]:
-            by_bucket[p["bucket"]] = by_bucket.get(p["bucket"], 0) + 1
+    """The ``tools`` block as measure builds it, its counts from measure's own summary."""
     return {"tool_choice": tool_choice, "file": "/tmp/sparkbench/tools.json", "prompts": prompts,
-            "passed": sum(p["verdict"] == "pass" for p in prompts),
-            "failed": sum(p["verdict"] == "fail" for p in prompts),
-            "skipped": sum(p["verdict"] == "skipped" for p in prompts),
-            "total": sum(p["verdict"] in ("pass", "fail") for p in prompts),
-            "by_category": by_cat, "by_bucket": by_bucket}
+            **summarise_tools(prompts)}
 
 
 GOOD_TOOLS = [prompt("no_tool_needed", "irrelevance", "pass"),

@@ -122,12 +122,30 @@ def _open(ep: Endpoint, timeout: float) -> socket.socket:
     return sock
 
 
+def _send(sel: selectors.BaseSelector, conns: dict[int, "_Conn"], ep: Endpoint, path: str, body: bytes, i: int,
+          raw: RawStream, request_timeout: float, extra: dict[str, str] | None = None) -> bool:
+    """Open a connection, send request ``i`` (``raw.t_start`` = just before connect) and register it
+    for reading; False, with the reason in ``raw``, when it could not be sent."""
+    raw.t_start = time.perf_counter()
+    try:
+        sock = _open(ep, min(30.0, request_timeout))
+        sock.sendall(_build_post(ep, path, body, extra))
+        sock.setblocking(False)
+    except (OSError, ssl.SSLError) as exc:
+        raw.transport_error = f"cannot send the request: {exc.strerror or exc}"
+        return False
+    c = _Conn(i, sock, raw, raw.t_start + request_timeout)
+    conns[sock.fileno()] = c
+    sel.register(sock, selectors.EVENT_READ, c)
+    return True
+
+
 def stream_requests(ep: Endpoint, bodies: list[bytes], request_timeout: float,
                     stall_timeout: float, path: str = "/v1/chat/completions") -> list[RawStream]:
     """Send every body at once and follow all responses in one thread with ``selectors``.
 
     Per received segment the loop only does recv(), perf_counter(), two list appends and an
-    end-of-body check; SSE framing and JSON are parsed after the stream ends (decode_stream), so
+    end-of-body check; SSE framing and JSON are parsed after the stream ends (``sse.parse_sse``), so
     timestamps sit next to the socket read whatever the chunk rate. Raises Abort when no stream
     has received a byte for ``stall_timeout`` seconds.
     """
@@ -136,38 +154,23 @@ def stream_requests(ep: Endpoint, bodies: list[bytes], request_timeout: float,
     conns: dict[int, _Conn] = {}
     try:
         for i, body in enumerate(bodies):
-            raw = results[i]
-            raw.t_start = time.perf_counter()
-            try:
-                sock = _open(ep, min(30.0, request_timeout))
-                sock.sendall(_build_post(ep, path, body))
-                sock.setblocking(False)
-            except (OSError, ssl.SSLError) as exc:
-                raw.transport_error = f"cannot send the request: {exc.strerror or exc}"
+            if not _send(sel, conns, ep, path, body, i, results[i], request_timeout):
                 continue
-            c = _Conn(i, sock, raw, raw.t_start + request_timeout)
-            conns[sock.fileno()] = c
-            sel.register(sock, selectors.EVENT_READ, c)
             # read what earlier requests already received, so a long wave of sends does not
             # delay their timestamps
             for key, _ in sel.select(0):
                 _read_ready(key.data)
                 if key.data.mode == "done":
-                    sel.unregister(key.data.sock)
-                    key.data.sock.close()
-                    del conns[key.fd]
+                    _drop(sel, conns, key.fd)
         # Bookkeeping (timeouts, stall) runs at most every CHECK_S, never per chunk.
         select = sel.select
         perf = time.perf_counter
         next_check = 0.0
         while conns:
             for key, _ in select(CHECK_S):
-                c = key.data
-                _read_ready(c)
-                if c.mode == "done":
-                    sel.unregister(c.sock)
-                    c.sock.close()
-                    del conns[key.fd]
+                _read_ready(key.data)
+                if key.data.mode == "done":
+                    _drop(sel, conns, key.fd)
             now = perf()
             if now < next_check:
                 continue
@@ -178,6 +181,13 @@ def stream_requests(ep: Endpoint, bodies: list[bytes], request_timeout: float,
     return results
 
 
+def _drop(sel: selectors.BaseSelector, conns: dict[int, "_Conn"], fd: int) -> None:
+    """A finished request: unregistered, closed, forgotten."""
+    c = conns.pop(fd)
+    sel.unregister(c.sock)
+    c.sock.close()
+
+
 def _expire(sel: selectors.BaseSelector, conns: dict[int, "_Conn"], now: float, request_timeout: float,
             stall_timeout: float) -> None:
     """Bookkeeping of the open requests (every CHECK_S, never per chunk): close the ones past their
@@ -185,9 +195,7 @@ def _expire(sel: selectors.BaseSelector, conns: dict[int, "_Conn"], now: float, 
     for fd, c in list(conns.items()):
         if now >= c.deadline:
             c.raw.transport_error = f"request timed out after {request_timeout:g} s (--request-timeout)"
-            sel.unregister(c.sock)
-            c.sock.close()
-            del conns[fd]
+            _drop(sel, conns, fd)
     if conns and all(now - c.last_byte >= stall_timeout for c in conns.values()):
         raise Abort(f"server stalled: no bytes for {stall_timeout:g} s (--stall-timeout) "
                     f"on {len(conns)} open request(s)")
@@ -228,17 +236,12 @@ def stream_scheduled(ep: Endpoint, bodies: list[bytes], offsets: list[float], re
     nxt = 0
     t0 = perf()
 
-    def drop(fd: int, c: _Conn) -> None:
-        sel.unregister(c.sock)
-        c.sock.close()
-        del conns[fd]
-
     def read_some(timeout: float) -> None:
         for key, _ in sel.select(timeout):
             c = key.data
             _read_ready(c)
             if c.mode == "done":
-                drop(key.fd, c)
+                _drop(sel, conns, key.fd)
 
     try:
         next_check = 0.0
@@ -249,20 +252,9 @@ def stream_scheduled(ep: Endpoint, bodies: list[bytes], offsets: list[float], re
                     max_concurrency is None or len(conns) < max_concurrency):
                 i = order[nxt]
                 nxt += 1
-                raw = results[i]
-                raw.t_start = perf()
                 extra = {"X-Request-Id": request_ids[i]} if request_ids else None
-                try:
-                    sock = _open(ep, min(30.0, request_timeout))
-                    sock.sendall(_build_post(ep, path, bodies[i], extra))
-                    sock.setblocking(False)
-                except (OSError, ssl.SSLError) as exc:
-                    raw.transport_error = f"cannot send the request: {exc.strerror or exc}"
-                    continue
-                c = _Conn(i, sock, raw, raw.t_start + request_timeout)
-                conns[sock.fileno()] = c
-                sel.register(sock, selectors.EVENT_READ, c)
-                now = perf()
+                if _send(sel, conns, ep, path, bodies[i], i, results[i], request_timeout, extra):
+                    now = perf()
             # wait for bytes until the next send is due
             # (epoll rounds its timeout up to whole ms: the last 1.5 ms before a send are polled)
             wait = CHECK_S

@@ -28,6 +28,17 @@ def data_file(name: str) -> str:
     return beside if os.path.exists(beside) else os.path.join(checkout_profiles(), name)
 
 
+def read_json(path: str, option: str) -> Any:
+    """A JSON file an option names; ValueError with a one-line message naming the option."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{option}: {path} does not exist (give {option} PATH)") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{option}: cannot read {path}: {exc}") from None
+
+
 def default_profiles_dir() -> str:
     """The checkout's profiles/ when present, else the directory measure runs from."""
     repo = checkout_profiles()

@@ -2,14 +2,13 @@
 in-process and whether an answer names its colour."""
 from __future__ import annotations
 
-import json
 import re
 import struct
 import unicodedata
 import zlib
 from typing import Any
 
-from .profiles import data_file
+from .profiles import data_file, read_json
 from .sandbox import Sandbox
 from .sse import StreamResult
 
@@ -107,13 +106,7 @@ def check_quality(q: dict[str, Any], res: StreamResult, budget: int, sandbox: Sa
 
 def load_quality(path: str) -> dict[str, Any]:
     """Read and sanity-check the quality file; raise ValueError with a one-line message."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"--quality-file: {path} does not exist (give --quality-file PATH)") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--quality-file: cannot read {path}: {exc}") from None
+    data = read_json(path, "--quality-file")
     qs = data.get("questions") if isinstance(data, dict) else None
     if not isinstance(qs, list) or not all(isinstance(q, dict) and q.get("id") and q.get("prompt") for q in qs):
         raise ValueError(f"--quality-file: {path} needs a 'questions' list of objects with 'id' and 'prompt'")

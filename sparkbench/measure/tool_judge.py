@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any
 
-from .profiles import data_file
+from .profiles import data_file, read_json
 
 # --------------------------------------------------------------------------------------------
 # Tool-call check (--tools): BFCL-AST style judging of OpenAI tool_calls
@@ -32,13 +32,7 @@ def default_tools_file() -> str:
 def load_tools(path: str) -> dict[str, Any]:
     """Read and sanity-check the tools file; raise ValueError with a one-line message."""
     what = f"--tools-file: {path}"
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"{what} does not exist (give --tools-file PATH)") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--tools-file: cannot read {path}: {exc}") from None
+    data = read_json(path, "--tools-file")
     tools = data.get("tools") if isinstance(data, dict) else None
     if not isinstance(tools, list) or not tools:
         raise ValueError(f"{what} needs a non-empty 'tools' list")
