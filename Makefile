@@ -3,7 +3,7 @@
 #   make setup   .venv from requirements.txt, a Docker engine (Debian's docker.io when none answers),
 #                the Debian base image, the simulator images and headless Chromium (report tests).
 #                Idempotent: seconds when done.
-#   make test    setup + the whole suite (pytest, ansible-lint, Molecule). What CI runs.
+#   make test    setup + the whole suite (pytest, ruff, ansible-lint, Molecule). What CI runs.
 #   make demo    the full seed matrix on the simulated Spark fleet: tables, report.html, charts,
 #                and a simulated v0.24 -> v0.25 version bridge.
 #   make bench   benchmarks of sparkbench itself; rewrites BENCHMARKS.md.
@@ -58,6 +58,7 @@ pytest:
 	$(VPY) -m pytest -q -ra tests
 
 lint:
+	ruff check .
 	ansible-lint --offline
 
 molecule:

@@ -30,8 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
-from common import (BENCH, WORK, BenchError, Section, fmt, http_json, md_table, median,  # noqa: E402
-                    pct, rel_err)
+from common import BENCH, WORK, BenchError, Section, fmt, http_json, md_table, median, pct, rel_err  # noqa: E402
 
 GOAL_CHUNKS_S = 10_000.0
 MAX_ERR = 0.01

@@ -27,17 +27,14 @@ Goal: ≤ 0.5 % single stream, ≤ 1 % at 64 streams, no worse than either peer 
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
-from common import (WORK, BenchError, Section, fmt, http_json, http_text, md_table,  # noqa: E402
-                    median, pct, rel_err)
+from common import WORK, BenchError, Section, fmt, http_json, http_text, md_table, median, pct, rel_err  # noqa: E402
 
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 MTP_FLAGS = ["--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']

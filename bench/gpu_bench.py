@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
-from common import BENCH, REPO, WORK, BenchError, fmt, md_table  # noqa: E402
+from common import BENCH, WORK, BenchError, fmt, md_table  # noqa: E402
 
 # Datasheet memory bandwidth, GB/s (decimal), matched by substring of the GPU name.
 BANDWIDTH_GBS = [("H200", 4800.0), ("H100 SXM", 3350.0), ("H100 NVL", 3900.0), ("H100 PCIe", 2000.0),

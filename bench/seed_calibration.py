@@ -129,7 +129,6 @@ def main() -> int:
     ap.add_argument("--speedup", type=float, default=8.0)
     ap.add_argument("--no-parallel", action="store_true", help="skip the 8-parallel rows")
     a = ap.parse_args()
-    rows: list[tuple[str, str, float | None, str]] = []
     res: dict[str, float] = {}
 
     def measure(key, model, flags, env=None, parallel=False, acc=False):

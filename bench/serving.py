@@ -51,8 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
-from common import (RESULTS, WORK, BenchError, Section, fmt, http_json, md_table,  # noqa: E402
-                    median, pct, rel_err)
+from common import RESULTS, WORK, BenchError, Section, fmt, http_json, md_table, median, pct, rel_err  # noqa: E402
 
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 BASE_FLAGS = ["--max-num-batched-tokens", "4096"]

@@ -47,10 +47,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sparkbench import verdict as vd  # noqa: E402
+
 import common  # noqa: E402
 from common import SIM, BenchError, Section, md_table  # noqa: E402
-
-from sparkbench import verdict as vd  # noqa: E402
 
 PORT_BASE = 18560
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
@@ -283,6 +283,7 @@ def _compare_any_n(a: list[float], b: list[float], seed: int) -> dict:
 def _plain_percentile(a: list[float], b: list[float], seed: int, resamples: int = 2000) -> tuple[float, float]:
     """The plain 95 % percentile-bootstrap interval of ln(median b / median a) (no widening)."""
     import random
+
     from sparkbench.measure import bootstrap_medians
     rng = random.Random(seed)
     ma, mb = bootstrap_medians(a, resamples, rng), bootstrap_medians(b, resamples, rng)

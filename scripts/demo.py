@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""``make demo``: the seed article's full matrix on the whole simulated fleet, its reports, and a
+"""``make demo``: the source article's full matrix on the whole simulated fleet, its reports, and a
 simulated vLLM version bridge.
 
 1. ``ansible-playbook bench.yml -l sim_sparks`` (spark-sim01..03: one simulator container per host,
-   spark-sim03 about 8 % slower with another driver) with the seed's settings (256 tokens, 5 runs,
+   spark-sim03 about 8 % slower with another driver) with the article's settings (256 tokens, 5 runs,
    2/4/8 parallel, quality, image). The play's bench_report role renders report.md, report.html,
    results.csv, results.json and charts/; the demo prints the main table from results.json (the one
    the play prints, labelled simulated), the report's summary and what each chart shows.
@@ -15,7 +15,7 @@ simulated vLLM version bridge.
    CPU build in ``sparkbench/vllm-cpu``, the tiny model baked into it; 2 variants, bf16 and fp32,
    each a real container that needs 60-90 s to become ready). Its table (from its results.json,
    labelled as real vLLM on a CPU: measured, not simulated, no Spark roofline) is printed the same way.
-4. The version bridge, as the seed did between vLLM v0.24 and v0.25: a reference variant
+4. The version bridge, as the article did between vLLM v0.24 and v0.25: a reference variant
    (``nvidia-bare``, 128 tokens × 5 runs: a verdict needs 5 requests per side) on one simulated host (spark-sim01), first on
    ``sparkbench/vllm-sim:v0.24.0`` (the simulator emulating vLLM 0.24.0), then on ``:v0.25.0``.
 5. ``ansible-playbook playbooks/report.yml -e run=<v0.25 run> -e baseline=<v0.24 run>``: the
@@ -76,7 +76,7 @@ BRIDGE_SETTINGS = {"bench_select": [BRIDGE_VARIANT], "llm_bench_output_tokens": 
                    "bench_bracket": False}
 CHART_NOTES = {
     "mtp_uplift.png": "per model × build, bare single-stream tok/s (dark) plus the uplift of its best MTP "
-                      "configuration (light), total on top — the seed's first chart",
+                      "configuration (light), total on top — the article's first chart",
     "build_vs_build.png": "nvidia vs unsloth per configuration (bare, mtp2, mtp3), with unsloth's Δ % "
                           "against nvidia printed over its bars",
     "parallel_scaling.png": "combined tok/s at 1/2/4/8 parallel streams, one line per variant: the builds' "
@@ -149,10 +149,10 @@ def show_table(report: dict, rc: int, log_path: Path, what: str) -> bool:
 
 
 def fleet_step(run_id: str, limit: str, extra: list[str], t0: float) -> int:
-    """Step 1: the seed matrix on the fleet; prints the table, the summary and the charts."""
+    """Step 1: the article's matrix on the fleet; prints the table, the summary and the charts."""
     run_dir = REPO / "results" / run_id
     log_path = run_dir / "ansible.log"
-    print(f"demo 1/6: the seed's matrix (2 builds × bare/mtp2/mtp3) on the simulated fleet ({limit}), run {run_id}")
+    print(f"demo 1/6: the article's matrix (2 builds × bare/mtp2/mtp3) on the simulated fleet ({limit}), run {run_id}")
     print(f"          full Ansible output: {_rel(log_path)}", flush=True)
     rc = run_playbook([_bin("ansible-playbook"), "bench.yml", "-l", limit, "-e", f"bench_run_id={run_id}", *extra],
                       log_path, t0)
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--limit", default="sim_sparks", help="hosts of step 1 (default: the simulated fleet sim_sparks)")
     parser.add_argument("--run-id", default=None, help="results/<run-id> (default: UTC now, YYYYmmddTHHMMSSZ)")
-    parser.add_argument("--skip-fleet", action="store_true", help="no seed matrix on the fleet (step 1)")
+    parser.add_argument("--skip-fleet", action="store_true", help="no article matrix on the fleet (step 1)")
     parser.add_argument("--no-bridge", action="store_true", help="no version bridge (steps 4 and 5)")
     parser.add_argument("--no-pair", action="store_true", help="no two-Spark step (step 2)")
     parser.add_argument("--no-real", action="store_true", help="no real-vLLM step (step 3)")

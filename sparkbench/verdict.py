@@ -86,14 +86,19 @@ def _pct(x: float) -> str:
     return f"{x:+.1f}".replace("-", "−")
 
 
-def _clean(values: Any, what: str) -> list[float]:
-    """The values as floats; ValueError naming ``what`` for anything that is not a positive number."""
+def _listed(values: Any, what: str, expected: str) -> list[Any]:
+    """``values`` as a list ([] for None); ValueError naming ``what`` when it is not a sequence."""
     if values is None:
         return []
     try:
-        items = list(values)
+        return list(values)
     except TypeError:
-        raise ValueError(f"{what}: expected a list of per-request decode rates (tok/s), got {values!r}") from None
+        raise ValueError(f"{what}: expected a list of {expected}, got {values!r}") from None
+
+
+def _clean(values: Any, what: str) -> list[float]:
+    """The values as floats; ValueError naming ``what`` for anything that is not a positive number."""
+    items = _listed(values, what, "per-request decode rates (tok/s)")
     out = []
     for i, v in enumerate(items):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -181,12 +186,7 @@ def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int
 
 def _flags(values: Any, what: str) -> list[bool]:
     """The values as booleans; ValueError naming ``what`` for anything that is not True/False."""
-    if values is None:
-        return []
-    try:
-        items = list(values)
-    except TypeError:
-        raise ValueError(f"{what}: expected a list of per-request good flags (true/false), got {values!r}") from None
+    items = _listed(values, what, "per-request good flags (true/false)")
     for i, v in enumerate(items):
         if not isinstance(v, bool):
             raise ValueError(f"{what}[{i}] = {v!r}: every per-request flag must be true or false "

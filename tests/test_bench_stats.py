@@ -18,12 +18,13 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 import client_capacity  # noqa: E402
-import common  # noqa: E402
 import fidelity  # noqa: E402
 import gpu_bench  # noqa: E402
 import gpu_real_server  # noqa: E402
-import orchestration  # noqa: E402
 import run_all  # noqa: E402
+
+import common  # noqa: E402
+import orchestration  # noqa: E402
 
 
 def test_rel_err_pct_and_median() -> None:

@@ -17,9 +17,10 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from conftest import port_in
 
 from sparkbench import measure as M
+
+from conftest import port_in
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"

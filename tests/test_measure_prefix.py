@@ -16,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparkbench import measure as M
+
 from conftest import port_in, run_measure
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,6 +19,7 @@ import pytest
 
 from sparkbench import measure as M
 from sparkbench.measure.phases import rate_search
+
 from conftest import port_in, run_measure
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,8 +10,8 @@ documented format). Every document is validated against schema/result.schema.jso
 from __future__ import annotations
 
 import json
-import random
 import os
+import random
 import socket
 import subprocess
 import sys

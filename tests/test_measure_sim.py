@@ -25,7 +25,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sparkbench import measure as M
 
-
 REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"
 FIX = REPO / "tests" / "fixtures" / "measure"

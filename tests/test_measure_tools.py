@@ -19,6 +19,7 @@ import jsonschema
 import pytest
 
 from sparkbench import measure as M
+
 from conftest import port_in, run_measure
 
 REPO = Path(__file__).resolve().parent.parent

@@ -185,8 +185,7 @@ def test_without_per_chunk_usage_decode_only_when_one_token_per_chunk() -> None:
     body = _sse(one)
     res = M.parse_sse(_raw(body, [len(body) // 2], chunked=False))
     d = M.decode_rate(res)
-    dec, first, why = d.tok_s, d.first_chunk_tokens, d.reason
-    assert why is None and first == 1 and not res.done
+    assert d.reason is None and d.first_chunk_tokens == 1 and not res.done
     assert M.decode_rate(res).source == "chunk_count" and M.decode_rate(res).first_inferred
     multi = [_chunk(content="ab"), _chunk(content="cd", finish="length")] + [tail]
     res2 = M.parse_sse(_raw(_sse(multi), [len(_sse(multi[:1]))], chunked=False))

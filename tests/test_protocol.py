@@ -18,7 +18,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import port_in
 
 from sparkbench import measure as M
 from sparkbench import plan as plan_mod
@@ -26,6 +25,8 @@ from sparkbench import result as result_mod
 from sparkbench import settings as settings_mod
 from sparkbench.report import numbers as rn
 from sparkbench.report import sections
+
+from conftest import port_in
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "measure"

@@ -44,8 +44,9 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import docker_available, health_ok, run_measure
 from sparkbench import measure as M
+
+from conftest import docker_available, health_ok, run_measure
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"

@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from test_reliability_common import FIXTURES, REPO, remove_containers, run_playbook
-
 from sparkbench.settings import settings_errors  # noqa: E402
+
+from test_reliability_common import FIXTURES, REPO, remove_containers, run_playbook
 
 BAD_HOSTS = ["bad-args-type", "bad-unknown-key", "bad-spec-json", "bad-output-tokens", "bad-runs",
              "bad-concurrency", "bad-duplicate", "bad-no-profile", "bad-profile-type", "bad-exposed",

@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from test_reliability_common import REPO
-
 from sparkbench import measure as M
 from sparkbench.measure import sandbox as measure_sandbox
+
+from test_reliability_common import REPO
 
 QUALITY = json.loads((REPO / "profiles" / "quality.json").read_text(encoding="utf-8"))
 CODE_Q = next(q for q in QUALITY["questions"] if q["id"] == "code")

@@ -124,8 +124,9 @@ def test_request_noise_knob_draws_one_seeded_factor_per_request(sim_factory):
 
 
 def test_request_noise_knob_rejects_a_negative_value():
-    from scripts.vllm_sim.knobs import KnobError, Knobs
     import pytest
+
+    from scripts.vllm_sim.knobs import KnobError, Knobs
     with pytest.raises(KnobError, match="VLLM_SIM_REQUEST_NOISE"):
         Knobs.from_env({"VLLM_SIM_REQUEST_NOISE": "-0.1"})
     assert Knobs.from_env({"VLLM_SIM_REQUEST_NOISE": "0.02"}).request_noise == 0.02

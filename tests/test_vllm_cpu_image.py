@@ -14,11 +14,12 @@ import subprocess
 import urllib.request
 
 import pytest
+
+from sparkbench.engine_log import parse_engine_log
+
 from conftest import REAL_VLLM_MAX_MODEL_LEN as MAX_MODEL_LEN
 from conftest import REAL_VLLM_MODEL as MODEL
 from conftest import real_vllm_skip_reason
-from sparkbench.engine_log import parse_engine_log
-
 
 _REASON = real_vllm_skip_reason()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")

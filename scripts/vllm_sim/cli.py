@@ -9,15 +9,14 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 from . import answers, profiles
 from .engine import Engine
 from .faults import Faults
 from .gpustate import GpuState
-from .knobs import Knobs, KnobError
+from .knobs import KnobError, Knobs
 from .metrics import Metrics
-from .pacing import KV_DTYPE_BYTES, PacingModel
+from .pacing import PacingModel
 from .prefix_cache import PrefixCache
 from .server import SimHTTPServer, read_messages
 from .startup_log import StartupLog
@@ -460,7 +459,7 @@ def serve(argv: list[str]) -> int:
 def args_schema() -> dict:
     """The ``vllm serve`` flags this simulator accepts, as data in the format of
     ``sparkbench/data/vllm_args/*.json`` (``python3 scripts/vllm_sim args-schema``): a partial
-    schema of the emulated version (the simulator knows the flags the seed and the tests use)."""
+    schema of the emulated version (the simulator knows the flags the article and the tests use)."""
     options = []
     for a in build_parser()._actions:
         if not a.option_strings or a.dest == "help":

@@ -65,6 +65,7 @@ def _worker_class():
 
         def get_node_and_ip(self):
             import os as _os  # noqa: PLC0415 (runs on the worker)
+
             import ray  # noqa: PLC0415
             return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), _os.getpid()
 

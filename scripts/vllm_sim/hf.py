@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from . import profiles
-from .knobs import Knobs, KnobError
+from .knobs import KnobError, Knobs
 
 SAFETENSORS_STUB_META = {"__metadata__": {"format": "pt", "sparkbench_simulated": "true"}}
 

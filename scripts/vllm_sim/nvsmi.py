@@ -21,7 +21,7 @@ import sys
 import time
 
 from . import gpustate, profiles
-from .knobs import Knobs, KnobError
+from .knobs import KnobError, Knobs
 
 #: Query names nvidia-smi accepts for one field, and the canonical name it prints in the header.
 CANONICAL = {"clocks.sm": "clocks.current.sm", "clocks.current.sm": "clocks.current.sm",

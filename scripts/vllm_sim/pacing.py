@@ -68,7 +68,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 KV_DTYPE_BYTES = {"auto": 2, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
                   "fp8_inc": 1, "nvfp4": 0.5625}
 

@@ -5,14 +5,12 @@ import json
 import queue
 import secrets
 import socket
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import answers, toolcalls
 from .engine import Request
 from .prefix_cache import render_stream
-from .vlog import log
 
 METRICS_CTYPE = "text/plain; version=1.0.0; charset=utf-8"   # as prometheus_client 0.26 (vLLM 0.32) labels it
 

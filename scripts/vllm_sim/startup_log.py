@@ -14,7 +14,7 @@ the 0.25.0, 0.32.0 and 0.33.0 wheels):
   ``Triton/FLA``.
 - NVFP4 checkpoints: ``Using <Class> for NVFP4 GEMM``; auto gives ``MarlinNvFp4LinearKernel`` for a
   weight-only checkpoint (no ``activation_quantization`` in the profile: NVIDIA's modelopt builds,
-  for which the seed's v0.25.0 log reports MARLIN) and ``FlashInferCutlassNvFp4LinearKernel``
+  for which the article's v0.25.0 log reports MARLIN) and ``FlashInferCutlassNvFp4LinearKernel``
   for a W4A4 one (``activation_quantization``, e.g. compressed-tensors); ``--linear-backend``
   picks its kernel class; a backend with no NVFP4 kernel raises (≤ 0.26, vLLM's ValueError) or
   warns and falls back (later versions).

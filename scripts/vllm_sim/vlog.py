@@ -5,6 +5,7 @@ import os
 import sys
 import threading
 import time
+from typing import NoReturn
 
 _lock = threading.Lock()
 
@@ -24,7 +25,7 @@ def access_log(msg: str) -> None:
         sys.stdout.flush()
 
 
-def fatal(exc_line: str, code: int = 1) -> "NoReturn":  # type: ignore[name-defined]
+def fatal(exc_line: str, code: int = 1) -> NoReturn:
     """Print vLLM's exception line verbatim on stderr and exit ``code`` (no traceback)."""
     sys.stdout.flush()
     sys.stderr.write(exc_line.rstrip("\n") + "\n")

@@ -1,4 +1,4 @@
-"""sparkbench's measurement: the seed article's method against any OpenAI-compatible server.
+"""sparkbench's measurement: the source article's method against any OpenAI-compatible server.
 
 A package of small modules, standard library only, relative imports only, Python >= 3.10. On a
 unit it runs with the unit's own python3, isolated from the unit's environment: llm_bench builds

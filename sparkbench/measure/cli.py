@@ -29,7 +29,7 @@ from .session import Session
 from .tool_judge import default_tools_file, load_tools
 from .workload import load_replay
 
-DESCRIPTION = ("Measure an OpenAI-compatible LLM server the sparkbench way (seed article method): forced-length "
+DESCRIPTION = ("Measure an OpenAI-compatible LLM server the sparkbench way (the source article's method): forced-length "
                "decode speed, parallel throughput, context prefill, speculative decoding acceptance, prefix "
                "caching, multi-turn, arrival rates with SLO goodput, tool calls, quality and image checks, GPU "
                "telemetry.")

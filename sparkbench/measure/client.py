@@ -158,27 +158,34 @@ def stream_requests(ep: Endpoint, bodies: list[bytes], request_timeout: float,
                 continue
             # read what earlier requests already received, so a long wave of sends does not
             # delay their timestamps
-            for key, _ in sel.select(0):
-                _read_ready(key.data)
-                if key.data.mode == "done":
-                    _drop(sel, conns, key.fd)
+            _read_some(sel, conns, 0)
         # Bookkeeping (timeouts, stall) runs at most every CHECK_S, never per chunk.
-        select = sel.select
-        perf = time.perf_counter
         next_check = 0.0
         while conns:
-            for key, _ in select(CHECK_S):
-                _read_ready(key.data)
-                if key.data.mode == "done":
-                    _drop(sel, conns, key.fd)
-            now = perf()
-            if now < next_check:
-                continue
-            next_check = now + CHECK_S
-            _expire(sel, conns, now, request_timeout, stall_timeout)
+            _read_some(sel, conns, CHECK_S)
+            next_check = _bookkeep(sel, conns, next_check, request_timeout, stall_timeout)
     finally:
         _close_all(sel, conns)
     return results
+
+
+def _read_some(sel: selectors.BaseSelector, conns: dict[int, "_Conn"], timeout: float) -> None:
+    """Read every socket that is ready within ``timeout`` s; drop the requests that finished."""
+    for key, _ in sel.select(timeout):
+        _read_ready(key.data)
+        if key.data.mode == "done":
+            _drop(sel, conns, key.fd)
+
+
+def _bookkeep(sel: selectors.BaseSelector, conns: dict[int, "_Conn"], next_check: float, request_timeout: float,
+              stall_timeout: float) -> float:
+    """At most every CHECK_S: expire the requests past their deadline, raise Abort on a stall;
+    returns when to check next."""
+    now = time.perf_counter()
+    if now < next_check:
+        return next_check
+    _expire(sel, conns, now, request_timeout, stall_timeout)
+    return now + CHECK_S
 
 
 def _drop(sel: selectors.BaseSelector, conns: dict[int, "_Conn"], fd: int) -> None:
@@ -236,13 +243,6 @@ def stream_scheduled(ep: Endpoint, bodies: list[bytes], offsets: list[float], re
     nxt = 0
     t0 = perf()
 
-    def read_some(timeout: float) -> None:
-        for key, _ in sel.select(timeout):
-            c = key.data
-            _read_ready(c)
-            if c.mode == "done":
-                _drop(sel, conns, key.fd)
-
     try:
         next_check = 0.0
         while nxt < len(order) or conns:
@@ -262,14 +262,10 @@ def stream_scheduled(ep: Endpoint, bodies: list[bytes], offsets: list[float], re
                 due = t0 + offsets[order[nxt]] - now
                 wait = min(wait, due - 0.0015 if due > 0.002 else 0.0)
             if conns:
-                read_some(wait)
+                _read_some(sel, conns, wait)
             elif wait > 0:
                 time.sleep(wait)
-            now = perf()
-            if now < next_check:
-                continue
-            next_check = now + CHECK_S
-            _expire(sel, conns, now, request_timeout, stall_timeout)
+            next_check = _bookkeep(sel, conns, next_check, request_timeout, stall_timeout)
     finally:
         _close_all(sel, conns)
     return results, t0

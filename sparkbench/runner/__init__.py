@@ -5,9 +5,20 @@ returns a :class:`BenchResult` (states, rc, run dir, report path); ``run_report(
 stored run. Exit codes: ``EXIT_OK`` 0, ``EXIT_VARIANT_FAILED`` 1, ``EXIT_HOST_FAILED`` 2,
 ``EXIT_PLAYBOOK_ERROR`` 3, ``EXIT_USAGE`` 4, ``EXIT_INTERRUPTED`` 130."""
 
-from .api import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PLAYBOOK_ERROR, EXIT_USAGE,
-                  EXIT_VARIANT_FAILED, BenchResult, UsageError, new_run_id, parse_extravars, run_bench,
-                  run_report)
+from .api import (
+                  EXIT_HOST_FAILED,
+                  EXIT_INTERRUPTED,
+                  EXIT_OK,
+                  EXIT_PLAYBOOK_ERROR,
+                  EXIT_USAGE,
+                  EXIT_VARIANT_FAILED,
+                  BenchResult,
+                  UsageError,
+                  new_run_id,
+                  parse_extravars,
+                  run_bench,
+                  run_report,
+)
 from .progress import DONE, FAILED, LAUNCHING, MEASURING, WAITING, Progress
 
 __all__ = ["run_bench", "run_report", "BenchResult", "Progress", "UsageError", "parse_extravars", "new_run_id",

@@ -7,8 +7,19 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from .api import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PLAYBOOK_ERROR, EXIT_USAGE,
-                  EXIT_VARIANT_FAILED, BenchResult, UsageError, parse_extravars, run_bench, run_report)
+from .api import (
+    EXIT_HOST_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PLAYBOOK_ERROR,
+    EXIT_USAGE,
+    EXIT_VARIANT_FAILED,
+    BenchResult,
+    UsageError,
+    parse_extravars,
+    run_bench,
+    run_report,
+)
 from .progress import DONE, FAILED, Progress
 from .view import View
 
