@@ -84,7 +84,7 @@ class RealVllm:
 
     def __enter__(self) -> "RealVllm":
         if _docker("image", "inspect", IMAGE, check=False).returncode != 0:
-            raise BenchError(f"image {IMAGE} not found; `make setup` builds it (issue 11 item 1)")
+            raise BenchError(f"image {IMAGE} not found; `make setup` builds it (scripts/build_vllm_cpu_image.sh)")
         _docker("rm", "-f", CONTAINER, check=False)  # a leftover of an interrupted run
         _docker("run", "-d", "--rm", "--name", CONTAINER, "-p", f"127.0.0.1:{self.port}:8000",
                 "--ipc", "host", IMAGE, MODEL, "--max-model-len", "2048")
@@ -285,10 +285,6 @@ def tool_aiperf(url: str, tag: str, server_counts: bool = True) -> dict[str, Any
 
 def _ms(x: float | None, digits: int = 3) -> str:
     return "—" if x is None else f"{x * 1000:.{digits}f} ms"
-
-
-def _spread(xs: list[float]) -> str:
-    return f"{min(xs) * 1000:.2f}–{max(xs) * 1000:.2f}" if xs else "—"
 
 
 def _tok(v: list[Any]) -> str:

@@ -149,13 +149,6 @@ def candidates(text: str | None) -> list[str] | None:
     return [p.strip() for p in body[1:-1].split(",") if p.strip()]
 
 
-def split_line(raw: str) -> tuple[str | None, str]:
-    """(process name or None, message) of one log line: the ``(proc pid=N) LEVEL date [file:line]``
-    prefix and ANSI colour codes stripped."""
-    proc, msg, _ = _split(_ANSI.sub("", raw).strip())
-    return proc, msg
-
-
 def _split(line: str) -> tuple[str | None, str, int]:
     """(process, message, offset of the message in ``line``)."""
     found = _PREFIX.search(line)

@@ -54,7 +54,6 @@ from typing import Any
 from . import verdict as verdict_mod
 from .errors import InputError
 
-VERDICTS = ("healthy", "slow", "failed")
 MIN_PEERS = 3            # units of one peer group needed for a peer judgement
 MAD_SCALE = 1.4826       # MAD → standard deviation for normal data
 DEFAULT_K = 3.0          # threshold = k × robust spread (at least)
@@ -258,6 +257,95 @@ def _pooled(docs: Sequence[Mapping[str, Any]]) -> list[float]:
     return [x for d in docs for x in verdict_mod.samples(d, "single")]
 
 
+#: The measured units of one peer group, ``(host, document, figures)``, and the groups by ``peer_key``.
+_Peers = list[tuple[str, Mapping[str, Any], dict[str, Any]]]
+_PeerGroups = dict[tuple[str, str, str], _Peers]
+
+
+def _by_peer_group(units: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], _PeerGroups]:
+    """One row per unit (``host``, ``figures``, ``failure``) and the measured units by peer key."""
+    rows: list[dict[str, Any]] = []
+    measured: _PeerGroups = {}
+    for u in units:
+        host, doc = str(u["host"]), u.get("doc")
+        fail = _failure(doc, u.get("reason"))
+        row: dict[str, Any] = {"host": host, "figures": unit_figures(doc) if doc else {}, "failure": fail}
+        rows.append(row)
+        if fail is None:
+            measured.setdefault(peer_key(doc), []).append((host, doc, row["figures"]))
+    return rows, measured
+
+
+def _versus_peers(host: str, doc: Mapping[str, Any], fig: Mapping[str, Any], key: tuple[str, str, str],
+                  members: _Peers, *, k: float, floor_pct: float, seed: int,
+                  resamples: int) -> tuple[dict[str, Any], bool]:
+    """``(figures vs the peers, slow by peers)``; with fewer than ``MIN_PEERS`` units the figures
+    say why there is no peer judgement."""
+    peers_fig: dict[str, Any] = {"group": {"hardware": key[0], "model": key[1], "variant": key[2]},
+                                 "units": len(members)}
+    if len(members) < MIN_PEERS:
+        peers_fig["reason"] = f"{len(members)} unit(s) of this hardware, model and canary: {MIN_PEERS} needed"
+        return peers_fig, False
+    values = [f["decode_tok_s"] for _, _, f in members]
+    centre = median(values)
+    spread = _mad_spread_pct(values, centre)
+    band = max(k * spread, floor_pct)
+    others = [(d, f) for h, d, f in members if h != host]
+    inliers = [d for d, f in others if abs(f["decode_tok_s"] - centre) / centre * 100.0 <= band]
+    cmp = verdict_mod.compare_samples(_pooled(inliers or [d for d, _ in others]),
+                                      verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
+    mdd = _num(cmp.get("mdd_pct")) or 0.0
+    threshold = max(k * spread, mdd, floor_pct)
+    deviation = (fig["decode_tok_s"] - centre) / centre * 100.0
+    peers_fig.update(median_tok_s=centre, spread_pct=spread, deviation_pct=deviation, threshold_pct=threshold,
+                     verdict=cmp.get("kind"), pct=cmp.get("pct"), lo=cmp.get("lo"), hi=cmp.get("hi"),
+                     mdd_pct=cmp.get("mdd_pct"), text=cmp.get("text"),
+                     reference_units=len(inliers) or len(others))
+    return peers_fig, deviation < -threshold and cmp.get("kind") == "differs"
+
+
+def _versus_history(past: Mapping[str, Any] | None, doc: Mapping[str, Any], *, floor_pct: float, seed: int,
+                    resamples: int) -> tuple[dict[str, Any] | None, bool]:
+    """``(figures vs the unit's earlier healthy canary, slow by history)``; ``(None, False)`` without one."""
+    if not past:
+        return None, False
+    hcmp = verdict_mod.compare_samples(verdict_mod.samples(past, "single"), verdict_mod.samples(doc, "single"),
+                                       seed=seed, resamples=resamples)
+    hthreshold = max(_num(hcmp.get("mdd_pct")) or 0.0, floor_pct)
+    slow = hcmp.get("kind") == "differs" and (_num(hcmp.get("pct")) or 0.0) < -hthreshold
+    return ({"run_id": past.get("_run_id"), "decode_tok_s": _num(_dig(past, "single", "decode_tok_s_median")),
+             "verdict": hcmp.get("kind"), "pct": hcmp.get("pct"), "lo": hcmp.get("lo"), "hi": hcmp.get("hi"),
+             "mdd_pct": hcmp.get("mdd_pct"), "threshold_pct": hthreshold, "text": hcmp.get("text")}, slow)
+
+
+def _failed(row: dict[str, Any]) -> None:
+    fail = row["failure"]
+    row.update(verdict="failed", causes=[f"{fail['stage']}: {fail['reason']}"], remedy=fail["remedy"], notes=[],
+               line=f"{row['host']}: failed — {fail['stage']}: {fail['reason']}")
+
+
+def _slow(row: dict[str, Any], causes: list[dict[str, Any]], basis: list[str]) -> None:
+    if not causes:
+        causes = [{"code": "unexplained", "text": "no telemetry or manifest difference explains it",
+                   "remedy": REMEDY["unexplained"]}]
+    row.update(verdict="slow", causes=[c["text"] for c in causes], cause_codes=[c["code"] for c in causes],
+               remedy="; ".join(dict.fromkeys(c["remedy"] for c in causes)), notes=[], basis=basis,
+               line=f"{row['host']}: slow — " + "; ".join(c["text"] for c in causes) + f" ({'; '.join(basis)})")
+
+
+def _healthy(row: dict[str, Any], fig: Mapping[str, Any], peers_fig: Mapping[str, Any],
+             causes: list[dict[str, Any]]) -> None:
+    notes = [c["text"] for c in causes]
+    if "deviation_pct" in peers_fig:
+        figure = f"{fig['decode_tok_s']:.2f} tok/s, {_signed(peers_fig['deviation_pct'])} vs peers ({peers_fig['text']})"
+    else:
+        figure = f"{fig['decode_tok_s']:.2f} tok/s ({peers_fig['reason']})"
+    line = f"{row['host']}: healthy — {figure}"
+    if notes:
+        line += "; reported, not flagged: " + "; ".join(notes)
+    row.update(verdict="healthy", causes=[], cause_codes=[], remedy=None, notes=notes, basis=[], line=line)
+
+
 def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str, Any]] | None = None, *,
           k: float = DEFAULT_K, floor_pct: float = DEFAULT_FLOOR_PCT, seed: int = 0,
           resamples: int = 2000) -> dict[str, Any]:
@@ -269,83 +357,31 @@ def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str,
     if k <= 0 or floor_pct < 0:
         raise InputError(f"health thresholds: k must be > 0 and floor_pct >= 0 (got k={k}, floor_pct={floor_pct})")
     history = history or {}
-    rows: list[dict[str, Any]] = []
-    measured: dict[tuple[str, str, str], list[tuple[str, Mapping[str, Any], dict[str, Any]]]] = {}
-    for u in units:
-        host, doc = str(u["host"]), u.get("doc")
-        fail = _failure(doc, u.get("reason"))
-        row: dict[str, Any] = {"host": host, "figures": unit_figures(doc) if doc else {}, "failure": fail}
-        rows.append(row)
-        if fail is None:
-            measured.setdefault(peer_key(doc), []).append((host, doc, row["figures"]))
+    rows, measured = _by_peer_group(units)
     by_host = {h: (key, doc, fig) for key, members in measured.items() for h, doc, fig in members}
     for row in rows:
-        host, fail = row["host"], row["failure"]
-        if fail is not None:
-            row.update(verdict="failed", causes=[f"{fail['stage']}: {fail['reason']}"], remedy=fail["remedy"], notes=[],
-                       line=f"{host}: failed — {fail['stage']}: {fail['reason']}")
+        host = row["host"]
+        if row["failure"] is not None:
+            _failed(row)
             continue
         key, doc, fig = by_host[host]
-        members = measured[key]
-        figs = [f for _, _, f in members]
-        values = [f["decode_tok_s"] for f in figs]
-        peers_fig: dict[str, Any] = {"group": {"hardware": key[0], "model": key[1], "variant": key[2]},
-                                     "units": len(members)}
-        slow_peers = slow_hist = False
-        if len(members) >= MIN_PEERS:
-            centre = median(values)
-            spread = _mad_spread_pct(values, centre)
-            band = max(k * spread, floor_pct)
-            others = [(d, f) for h, d, f in members if h != host]
-            inliers = [d for d, f in others if abs(f["decode_tok_s"] - centre) / centre * 100.0 <= band]
-            cmp = verdict_mod.compare_samples(_pooled(inliers or [d for d, _ in others]),
-                                              verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
-            mdd = _num(cmp.get("mdd_pct")) or 0.0
-            threshold = max(k * spread, mdd, floor_pct)
-            deviation = (fig["decode_tok_s"] - centre) / centre * 100.0
-            slow_peers = deviation < -threshold and cmp.get("kind") == "differs"
-            peers_fig.update(median_tok_s=centre, spread_pct=spread, deviation_pct=deviation, threshold_pct=threshold,
-                             verdict=cmp.get("kind"), pct=cmp.get("pct"), lo=cmp.get("lo"), hi=cmp.get("hi"),
-                             mdd_pct=cmp.get("mdd_pct"), text=cmp.get("text"),
-                             reference_units=len(inliers) or len(others))
-        else:
-            peers_fig["reason"] = f"{len(members)} unit(s) of this hardware, model and canary: {MIN_PEERS} needed"
-        hist_fig: dict[str, Any] | None = None
-        past = history.get(host)
-        if past:
-            hcmp = verdict_mod.compare_samples(verdict_mod.samples(past, "single"), verdict_mod.samples(doc, "single"),
-                                               seed=seed, resamples=resamples)
-            hthreshold = max(_num(hcmp.get("mdd_pct")) or 0.0, floor_pct)
-            slow_hist = hcmp.get("kind") == "differs" and (_num(hcmp.get("pct")) or 0.0) < -hthreshold
-            hist_fig = {"run_id": past.get("_run_id"), "decode_tok_s": _num(_dig(past, "single", "decode_tok_s_median")),
-                        "verdict": hcmp.get("kind"), "pct": hcmp.get("pct"), "lo": hcmp.get("lo"), "hi": hcmp.get("hi"),
-                        "mdd_pct": hcmp.get("mdd_pct"), "threshold_pct": hthreshold, "text": hcmp.get("text")}
+        figs = [f for _, _, f in measured[key]]
+        peers_fig, slow_peers = _versus_peers(host, doc, fig, key, measured[key], k=k, floor_pct=floor_pct,
+                                              seed=seed, resamples=resamples)
+        hist_fig, slow_hist = _versus_history(history.get(host), doc, floor_pct=floor_pct, seed=seed,
+                                              resamples=resamples)
         row["figures"] = {**fig, "peers": peers_fig, "history": hist_fig}
         causes = _telemetry_causes(fig, figs) + _manifest_causes(fig, figs)
-        slow = slow_peers or slow_hist
         basis = []
         if slow_peers:
             basis.append(f"{_signed(peers_fig['deviation_pct'])} vs peers' median {peers_fig['median_tok_s']:.2f} tok/s, "
                          f"{peers_fig['text']}")
         if slow_hist:
             basis.append(f"vs its run {hist_fig['run_id']}: {hist_fig['text']}")
-        if slow:
-            if not causes:
-                causes = [{"code": "unexplained", "text": "no telemetry or manifest difference explains it",
-                           "remedy": REMEDY["unexplained"]}]
-            row.update(verdict="slow", causes=[c["text"] for c in causes], cause_codes=[c["code"] for c in causes],
-                       remedy="; ".join(dict.fromkeys(c["remedy"] for c in causes)), notes=[], basis=basis,
-                       line=f"{host}: slow — " + "; ".join(c["text"] for c in causes) + f" ({'; '.join(basis)})")
+        if slow_peers or slow_hist:
+            _slow(row, causes, basis)
         else:
-            notes = [c["text"] for c in causes]
-            if "deviation_pct" in peers_fig:
-                figure = f"{fig['decode_tok_s']:.2f} tok/s, {_signed(peers_fig['deviation_pct'])} vs peers ({peers_fig['text']})"
-            else:
-                figure = f"{fig['decode_tok_s']:.2f} tok/s ({peers_fig['reason']})"
-            line = f"{host}: healthy — {figure}"
-            if notes:
-                line += "; reported, not flagged: " + "; ".join(notes)
-            row.update(verdict="healthy", causes=[], cause_codes=[], remedy=None, notes=notes, basis=[], line=line)
+            _healthy(row, fig, peers_fig, causes)
     rows.sort(key=lambda r: r["host"])
     return {"units": rows, "lines": [r["line"] for r in rows],
             "unhealthy": sum(1 for r in rows if r["verdict"] != "healthy"), "k": k, "floor_pct": floor_pct,

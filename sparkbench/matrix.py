@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError
@@ -108,6 +109,103 @@ def _first(*values: Any) -> Any:
     return None
 
 
+@dataclass(frozen=True)
+class _Defaults:
+    """What the matrix's variants inherit below their build: the common flags, environment, image
+    and vLLM version, and the model profiles (``profiles`` None: not checked)."""
+
+    common_args: Mapping[str, Any] | None
+    env: Mapping[str, Any] | None
+    image: str | None
+    vllm_version: str | None
+    profiles: Mapping[str, Mapping[str, Any]] | None
+
+
+def _named(kind: str, entries: Sequence[Mapping[str, Any]], allowed: set[str],
+           what: str) -> dict[str, Mapping[str, Any]]:
+    """The checked entries of ``bench_builds`` / ``bench_configs`` by name (names unique; a build has a model)."""
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for i, entry in enumerate(entries):
+        _check_entry(kind, i, entry, allowed)
+        if kind == "builds" and not entry.get("model"):
+            raise _err(f"builds[{i}] ('{entry['name']}') has no model; set e.g. model: nvidia/Qwen3.6-35B-A3B-NVFP4")
+        if entry["name"] in by_name:
+            raise _err(f"{kind}[{i}].name '{entry['name']}' is listed twice; {what} names must be unique")
+        by_name[entry["name"]] = entry
+    return by_name
+
+
+def _expand(build: Mapping[str, Any], config: Mapping[str, Any], extra: Mapping[str, Any] | None,
+            name: str, kind: str, defaults: _Defaults) -> dict[str, Any]:
+    """One variant: ``defaults`` → build → configuration → extra variant, the later level winning."""
+    extra = extra or {}
+    model = _first(extra.get("model"), build["model"])
+    revision = _first(extra.get("revision"), build.get("revision"))
+    if defaults.profiles is not None:
+        if model not in defaults.profiles:
+            raise _err(f"variant '{name}': no profile for model {model}; add profiles/models/"
+                       f"{model.replace('/', '__')}.json")
+        revision = _first(revision, defaults.profiles[model].get("revision"))
+    variant_image = _first(extra.get("image"), config.get("image"), build.get("image"), defaults.image)
+    if not variant_image:
+        raise _err(f"variant '{name}' has no image; set bench_image or the build's image")
+    out = {
+        "name": name,
+        "build": build["name"],
+        "config": config["name"],
+        "model": model,
+        "revision": revision,
+        "image": variant_image,
+        "vllm_version": _first(extra.get("vllm_version"), config.get("vllm_version"), build.get("vllm_version"),
+                               defaults.vllm_version),
+        "env": _merge_env(defaults.env, build.get("env"), config.get("env"), extra.get("env")),
+        "args": _merge_args(defaults.common_args, build.get("args"), config.get("args"), extra.get("args")),
+        "preflight": bool(extra.get("preflight", True)),
+        "kind": kind,
+    }
+    _check_json_flags(name, out["args"])
+    flavor = _first(extra.get("image_flavor"), config.get("image_flavor"), build.get("image_flavor"))
+    if flavor:
+        out["image_flavor"] = flavor
+    description = _first(extra.get("description"), config.get("description"), build.get("description"))
+    if description:
+        out["description"] = description
+    return out
+
+
+def _extras(extra_variants: Sequence[Mapping[str, Any]] | None, build_map: Mapping[str, Mapping[str, Any]],
+            config_map: Mapping[str, Mapping[str, Any]], defaults: _Defaults) -> list[dict[str, Any]]:
+    """The extra variants, each on a listed build and configuration (default: the first one)."""
+    variants = []
+    for i, extra in enumerate(extra_variants or []):
+        _check_entry("extra_variants", i, extra, _EXTRA_KEYS)
+        if extra.get("build") not in build_map:
+            raise _err(f"extra_variants[{i}] ('{extra['name']}') build {extra.get('build')!r} is not one of "
+                       f"{', '.join(build_map)}; set build: to a listed build")
+        config_name = extra.get("config", next(iter(config_map)))
+        if config_name not in config_map:
+            raise _err(f"extra_variants[{i}] ('{extra['name']}') config {config_name!r} is not one of "
+                       f"{', '.join(config_map)}; set config: to a listed configuration")
+        variants.append(_expand(build_map[extra["build"]], config_map[config_name], extra, extra["name"], "extra",
+                                defaults))
+    return variants
+
+
+def _selected(variants: list[dict[str, Any]], select: Sequence[str] | str | None) -> list[dict[str, Any]]:
+    """The variants named in ``select`` (a list, or names separated by commas or spaces; all when empty)."""
+    if not select:
+        return variants
+    names = {v["name"] for v in variants}
+    if isinstance(select, str):
+        select = [s for s in re.split(r"[,\s]+", select) if s]
+    unknown = [s for s in select if s not in names]
+    if unknown:
+        raise _err(f"selected variant(s) {', '.join(unknown)} not in the matrix; "
+                   f"choose from {', '.join(sorted(names))}")
+    wanted = set(select)
+    return [v for v in variants if v["name"] in wanted]
+
+
 def variant_matrix(builds: Sequence[Mapping[str, Any]], configs: Sequence[Mapping[str, Any]] | None = None,
                    common_args: Mapping[str, Any] | None = None, extra_variants: Sequence[Mapping[str, Any]] | None = None,
                    select: Sequence[str] | None = None, image: str | None = None,
@@ -121,72 +219,12 @@ def variant_matrix(builds: Sequence[Mapping[str, Any]], configs: Sequence[Mappin
     if not isinstance(builds, Sequence) or isinstance(builds, (str, bytes)) or not builds:
         raise _err("bench_builds must be a non-empty list of builds ({name, model, ...})")
     configs = list(configs or [{"name": "default"}])
-    build_map: dict[str, Mapping[str, Any]] = {}
-    for i, build in enumerate(builds):
-        _check_entry("builds", i, build, _BUILD_KEYS)
-        if not build.get("model"):
-            raise _err(f"builds[{i}] ('{build['name']}') has no model; set e.g. model: nvidia/Qwen3.6-35B-A3B-NVFP4")
-        if build["name"] in build_map:
-            raise _err(f"builds[{i}].name '{build['name']}' is listed twice; build names must be unique")
-        build_map[build["name"]] = build
-    config_map: dict[str, Mapping[str, Any]] = {}
-    for i, config in enumerate(configs):
-        _check_entry("configs", i, config, _CONFIG_KEYS)
-        if config["name"] in config_map:
-            raise _err(f"configs[{i}].name '{config['name']}' is listed twice; configuration names must be unique")
-        config_map[config["name"]] = config
-
-    def expand(build: Mapping[str, Any], config: Mapping[str, Any], extra: Mapping[str, Any] | None,
-               name: str, kind: str) -> dict[str, Any]:
-        extra = extra or {}
-        model = _first(extra.get("model"), build["model"])
-        revision = _first(extra.get("revision"), build.get("revision"))
-        if profiles is not None:
-            if model not in profiles:
-                raise _err(f"variant '{name}': no profile for model {model}; add profiles/models/"
-                           f"{model.replace('/', '__')}.json")
-            revision = _first(revision, profiles[model].get("revision"))
-        variant_image = _first(extra.get("image"), config.get("image"), build.get("image"), image)
-        if not variant_image:
-            raise _err(f"variant '{name}' has no image; set bench_image or the build's image")
-        out = {
-            "name": name,
-            "build": build["name"],
-            "config": config["name"],
-            "model": model,
-            "revision": revision,
-            "image": variant_image,
-            "vllm_version": _first(extra.get("vllm_version"), config.get("vllm_version"), build.get("vllm_version"),
-                                   vllm_version),
-            "env": _merge_env(env, build.get("env"), config.get("env"), extra.get("env")),
-            "args": _merge_args(common_args, build.get("args"), config.get("args"), extra.get("args")),
-            "preflight": bool(extra.get("preflight", True)),
-            "kind": kind,
-        }
-        _check_json_flags(name, out["args"])
-        flavor = _first(extra.get("image_flavor"), config.get("image_flavor"), build.get("image_flavor"))
-        if flavor:
-            out["image_flavor"] = flavor
-        description = _first(extra.get("description"), config.get("description"), build.get("description"))
-        if description:
-            out["description"] = description
-        return out
-
-    variants: list[dict[str, Any]] = []
-    for build in builds:
-        for config in configs:
-            variants.append(expand(build, config, None, f"{build['name']}-{config['name']}", "matrix"))
-    for i, extra in enumerate(extra_variants or []):
-        _check_entry("extra_variants", i, extra, _EXTRA_KEYS)
-        if extra.get("build") not in build_map:
-            raise _err(f"extra_variants[{i}] ('{extra['name']}') build {extra.get('build')!r} is not one of "
-                       f"{', '.join(build_map)}; set build: to a listed build")
-        config_name = extra.get("config", next(iter(config_map)))
-        if config_name not in config_map:
-            raise _err(f"extra_variants[{i}] ('{extra['name']}') config {config_name!r} is not one of "
-                       f"{', '.join(config_map)}; set config: to a listed configuration")
-        variants.append(expand(build_map[extra["build"]], config_map[config_name], extra, extra["name"], "extra"))
-
+    build_map = _named("builds", builds, _BUILD_KEYS, "build")
+    config_map = _named("configs", configs, _CONFIG_KEYS, "configuration")
+    defaults = _Defaults(common_args=common_args, env=env, image=image, vllm_version=vllm_version, profiles=profiles)
+    variants = [_expand(build, config, None, f"{build['name']}-{config['name']}", "matrix", defaults)
+                for build in builds for config in configs]
+    variants += _extras(extra_variants, build_map, config_map, defaults)
     seen: set[str] = set()
     for variant in variants:
         if variant["name"] in seen:
@@ -194,17 +232,7 @@ def variant_matrix(builds: Sequence[Mapping[str, Any]], configs: Sequence[Mappin
         seen.add(variant["name"])
     for index, variant in enumerate(variants):
         variant["index"] = index
-
-    if select:
-        if isinstance(select, str):
-            select = [s for s in re.split(r"[,\s]+", select) if s]
-        unknown = [s for s in select if s not in seen]
-        if unknown:
-            raise _err(f"selected variant(s) {', '.join(unknown)} not in the matrix; choose from {', '.join(sorted(seen))}")
-        wanted = set(select)
-        variants = [v for v in variants if v["name"] in wanted]
-    return variants
-
+    return _selected(variants, select)
 
 
 #: The name suffix and the flag of the prefix-caching pair ``bench_workloads: serving`` adds.

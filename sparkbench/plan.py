@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from .paths import DEFAULT_RESULTS_DIR, PROFILES_DIR, hardware_profile_path, mod
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 #: The host variables a plan reads, with their defaults (roles/*/defaults/main.yml hold the same
-#: defaults for standalone role use; tests/test_plan.py keeps the two equal).
+#: defaults for standalone role use; tests/test_result_documents.py keeps the two equal).
 VARIABLES: dict[str, Any] = {
     "bench_builds": None,
     "bench_configs": [{"name": "default"}],
@@ -198,11 +199,9 @@ def _cluster_needed(entry_pf: Mapping[str, Any], tp: int, pp: int, gpus: int) ->
     return {**entry_pf, "verdict": "fail", "failures": list(entry_pf.get("failures") or []) + [fail]}
 
 
-def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
-              members: list[tuple[str, Mapping[str, Any]]] | None = None) -> dict[str, Any]:
-    """The host's plan (see the module docstring). ``members``: when the host is in a cluster
-    (``bench_cluster``), every member's ``(host, variables)`` in inventory order (the action plugin
-    reads them from hostvars)."""
+def _host_variables(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """Every variable of ``VARIABLES`` (its default where unset or null), the ones a plan cannot
+    start without checked."""
     v = {name: variables.get(name, default) if variables.get(name) is not None else default
          for name, default in VARIABLES.items()}
     if not v["bench_builds"]:
@@ -215,6 +214,13 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         raise InputError(f"vllm_server_host is {listen}: a server listening beyond loopback needs an API key; "
                          "export SPARKBENCH_API_KEY (or set vault_vllm_api_key with ansible-vault), or keep "
                          "vllm_server_host: 127.0.0.1")
+    return v
+
+
+def _variants(v: Mapping[str, Any], variables: Mapping[str, Any]) -> tuple[dict, dict, dict, list[dict[str, Any]]]:
+    """``(hardware profile, model profiles, measurement settings, variants)`` of the host: the
+    matrix expanded with its extra variants (the backend comparison's, the serving workload's
+    prefix-caching pair) and the tool-call flags when the tool check runs."""
     extra = list(v["bench_extra_variants"] or [])
     if _bool(v["bench_backend_comparison"]):
         extra += list(v["bench_backend_variants"] or [])
@@ -233,82 +239,92 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
                               vllm_version=v["bench_vllm_version"] or None, profiles=model_profiles)
     if settings["tools"]:  # the server's parser for the tool-call check (every tool choice on vLLM 0.32)
         variants = [with_tool_flags(variant, model_profiles.get(variant["model"])) for variant in variants]
-    server = server_settings(v, host)
-    known = preflight_mod.load_known_issues()
-    remote_dir = str(v["llm_bench_remote_dir"] or f"/tmp/sparkbench-{host}")
-    probes = probe_commands(v, server["container_name"])
-    gpus = cluster_mod.gpus_per_node(hardware)
-    spec = None
-    role = None
-    if str(v["bench_cluster"] or ""):
-        spec = cluster_mod.cluster_spec(str(v["bench_cluster"]), list(members or []), gpus_per_node=gpus)
-        role = "head" if spec["head"] == host else ("worker" if host in spec["members"] else None)
-        if role is None:
-            raise InputError(f"bench_cluster is {v['bench_cluster']!r} but {host} is not in that group; set "
-                             "bench_cluster only in the cluster group's group_vars")
-    entries = []
-    cluster_entries = []
-    worker_needs: list[dict[str, Any]] = []
-    for variant in variants:
-        tp, pp = cluster_mod.world_size(variant.get("args"))
-        on_cluster = cluster_mod.is_cluster_variant(variant.get("args"), gpus)
-        if on_cluster and role == "worker":  # planned and measured on the head; provisioned here too
-            worker_needs.append({"variant": variant, "model_profile": model_profiles[variant["model"]]})
-            continue
-        if on_cluster and role == "head":
-            serve = spec["serve"]
-            # vllm serve listens inside the head's container (listen_*); the host reaches it at base_url.
-            launch = launch_spec(variant, {**server, "host": serve["listen_host"], "port": serve["listen_port"],
-                                           "base_url": serve["base_url"], "exec_in": serve["container"],
-                                           "log_file": f"/tmp/sparkbench-vllm-{variant['name']}.log"})
-            variant_probes = probe_commands(v, serve["container"])
-        else:
-            launch = launch_spec(variant, server)
-            variant_probes = probes
-        digest = config_hash(launch, settings)
-        path = result_path(v["bench_results_dir"], v["bench_run_id"], host, variant["name"])
-        previous = result_mod.stored(path) if path.is_file() else {}
-        action = ("skip" if previous.get("status") == "complete" and previous.get("config_hash") == digest
-                  and not _bool(v["bench_force"]) else "measure")
-        model_profile = model_profiles[variant["model"]]
-        pf = (preflight_mod.vllm_preflight(variant, known, model_profile, hardware, settings=settings)
-              if _bool(v["vllm_server_preflight_enabled"]) else {"verdict": "skipped", "failures": [], "checked": []})
-        if pf["verdict"] != "skipped":  # the flags against the argument schema of the image's vLLM version
-            wrong = flags_mod.flag_problems(variant.get("args"), pf.get("vllm_version"))
-            pf["checked"] = list(pf.get("checked") or []) + [flags_mod.ISSUE_ID]
-            if wrong:
-                pf = {**pf, "verdict": "fail", "failures": list(pf["failures"]) + wrong}
-        if on_cluster and role is None and pf["verdict"] != "skipped":
-            pf = _cluster_needed(pf, tp, pp, gpus)
-        # A phase preflight refused (e.g. the tool check without a parser): measure.py skips it with the fix.
-        refused = {r["phase"]: f"refused by preflight ({r['id']}): {r['reason']}; fix: {r['remedy']}"
-                   for r in pf.get("refused") or []}
-        entry = {
-            "name": variant["name"], "variant": variant, "launch": launch, "config_hash": digest,
-            "result_path": str(path), "action": action, "preflight": pf, "settings": settings,
-            "hardware_profile": hardware, "model_profile": model_profile,
-            "measure_argv": settings_mod.measure_argv(
-                settings, python=measure_command(v, remote_dir),
-                base_url=launch["base_url"], model=variant["model"], quality_file=f"{remote_dir}/quality.json",
-                tools_file=f"{remote_dir}/tools.json", sandbox_image=variant["image"], refused=refused,
-                **variant_probes),
-        }
-        if on_cluster and role == "head":
-            entry["cluster"] = {"name": spec["name"], "tensor_parallel_size": tp, "pipeline_parallel_size": pp}
-            entry["summary"] = ([f"cluster variant: across {' + '.join(spec['members'])} (Ray, TP={tp}, PP={pp}); "
-                                 f"vllm serve runs in {spec['serve']['container']}"] + _summary(entry, check_mode))
-            cluster_entries.append(entry)
-            continue
-        entry["summary"] = _summary(entry, check_mode)
-        entries.append(entry)
-    bracket = (bracket_entry(entries, v, host, remote_dir, check_mode) if _bool(v["bench_bracket"]) else None)
-    provisioned_entries = entries + cluster_entries + worker_needs
+    return hardware, model_profiles, settings, variants
+
+
+def _cluster_of(v: Mapping[str, Any], host: str, members: list[tuple[str, Mapping[str, Any]]] | None,
+                gpus: int) -> tuple[dict[str, Any] | None, str | None]:
+    """``(the cluster's spec, this host's role: head | worker)``; ``(None, None)`` without ``bench_cluster``."""
+    if not str(v["bench_cluster"] or ""):
+        return None, None
+    spec = cluster_mod.cluster_spec(str(v["bench_cluster"]), list(members or []), gpus_per_node=gpus)
+    role = "head" if spec["head"] == host else ("worker" if host in spec["members"] else None)
+    if role is None:
+        raise InputError(f"bench_cluster is {v['bench_cluster']!r} but {host} is not in that group; set "
+                         "bench_cluster only in the cluster group's group_vars")
+    return spec, role
+
+
+@dataclass(frozen=True)
+class _HostPlan:
+    """What every variant of one host's plan shares."""
+
+    v: Mapping[str, Any]
+    host: str
+    hardware: Mapping[str, Any]
+    settings: Mapping[str, Any]
+    server: Mapping[str, Any]
+    known: Mapping[str, Any]
+    remote_dir: str
+    probes: Mapping[str, str | None]
+    gpus: int
+
+
+def _preflight(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Mapping[str, Any],
+               cluster_needed: tuple[int, int] | None) -> dict[str, Any]:
+    """The variant's preflight verdict: known issues, the flags against the image's vLLM version,
+    and ``cluster_needed`` (``(tp, pp)``) for a cluster variant on a host that declares no cluster."""
+    pf = (preflight_mod.vllm_preflight(variant, hp.known, model_profile, hp.hardware, settings=hp.settings)
+          if _bool(hp.v["vllm_server_preflight_enabled"]) else {"verdict": "skipped", "failures": [], "checked": []})
+    if pf["verdict"] != "skipped":  # the flags against the argument schema of the image's vLLM version
+        wrong = flags_mod.flag_problems(variant.get("args"), pf.get("vllm_version"))
+        pf["checked"] = list(pf.get("checked") or []) + [flags_mod.ISSUE_ID]
+        if wrong:
+            pf = {**pf, "verdict": "fail", "failures": list(pf["failures"]) + wrong}
+    if cluster_needed and pf["verdict"] != "skipped":
+        pf = _cluster_needed(pf, *cluster_needed, hp.gpus)
+    return pf
+
+
+def _variant_entry(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Mapping[str, Any],
+                   serve: Mapping[str, Any] | None, cluster_needed: tuple[int, int] | None) -> dict[str, Any]:
+    """One variant's plan entry, without its summary. ``serve``: the cluster's ``serve`` block when
+    the variant runs across the cluster this host heads."""
+    if serve is not None:
+        # vllm serve listens inside the head's container (listen_*); the host reaches it at base_url.
+        launch = launch_spec(variant, {**hp.server, "host": serve["listen_host"], "port": serve["listen_port"],
+                                       "base_url": serve["base_url"], "exec_in": serve["container"],
+                                       "log_file": f"/tmp/sparkbench-vllm-{variant['name']}.log"})
+        variant_probes = probe_commands(hp.v, serve["container"])
+    else:
+        launch = launch_spec(variant, hp.server)
+        variant_probes = hp.probes
+    digest = config_hash(launch, hp.settings)
+    path = result_path(hp.v["bench_results_dir"], hp.v["bench_run_id"], hp.host, variant["name"])
+    previous = result_mod.stored(path) if path.is_file() else {}
+    action = ("skip" if previous.get("status") == "complete" and previous.get("config_hash") == digest
+              and not _bool(hp.v["bench_force"]) else "measure")
+    pf = _preflight(hp, variant, model_profile, cluster_needed)
+    # A phase preflight refused (e.g. the tool check without a parser): measure.py skips it with the fix.
+    refused = {r["phase"]: f"refused by preflight ({r['id']}): {r['reason']}; fix: {r['remedy']}"
+               for r in pf.get("refused") or []}
     return {
-        "host": host, "run_id": str(v["bench_run_id"]), "remote_dir": remote_dir, "settings": settings,
-        "names": [e["name"] for e in entries], "variants": entries, "bracket": bracket,
-        # The cluster (sparkbench.cluster.cluster_spec) and, on its head, the variants run across it.
-        "cluster": spec, "cluster_role": role,
-        "cluster_names": [e["name"] for e in cluster_entries], "cluster_variants": cluster_entries,
+        "name": variant["name"], "variant": variant, "launch": launch, "config_hash": digest,
+        "result_path": str(path), "action": action, "preflight": pf, "settings": hp.settings,
+        "hardware_profile": hp.hardware, "model_profile": model_profile,
+        "measure_argv": settings_mod.measure_argv(
+            hp.settings, python=measure_command(hp.v, hp.remote_dir),
+            base_url=launch["base_url"], model=variant["model"], quality_file=f"{hp.remote_dir}/quality.json",
+            tools_file=f"{hp.remote_dir}/tools.json", sandbox_image=variant["image"], refused=refused,
+            **variant_probes),
+    }
+
+
+def _provisioning(host: str, spec: Mapping[str, Any] | None, provisioned_entries: list[Mapping[str, Any]],
+                  model_profiles: Mapping[str, Mapping[str, Any]], simulated: bool) -> dict[str, Any]:
+    """The images and models the host provisions (its variants', its cluster variants', the ones
+    it serves as a cluster worker) and the disk check's sizes."""
+    return {
         "images": list(dict.fromkeys([e["variant"]["image"] for e in provisioned_entries]
                                      + ([n["image"] for n in spec["nodes"] if n["host"] == host] if spec else []))),
         # in_image: the model ships inside the image (its profile says so): nothing to download.
@@ -318,8 +334,55 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
                         for e in provisioned_entries}.values()),
         # The disk check's sizes (GB). A simulated host's `hf download` (the simulator image's stand-in)
         # writes a config and stub files of a few kB, not the weights: nothing of the model's size.
-        "model_sizes": {m: (SIMULATED_DOWNLOAD_GB if _simulated(variables) else p.get("download_size_gb", 0))
+        "model_sizes": {m: (SIMULATED_DOWNLOAD_GB if simulated else p.get("download_size_gb", 0))
                         for m, p in model_profiles.items()},
+    }
+
+
+def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
+              members: list[tuple[str, Mapping[str, Any]]] | None = None) -> dict[str, Any]:
+    """The host's plan (see the module docstring). ``members``: when the host is in a cluster
+    (``bench_cluster``), every member's ``(host, variables)`` in inventory order (the action plugin
+    reads them from hostvars)."""
+    v = _host_variables(variables)
+    hardware, model_profiles, settings, variants = _variants(v, variables)
+    server = server_settings(v, host)
+    known = preflight_mod.load_known_issues()
+    remote_dir = str(v["llm_bench_remote_dir"] or f"/tmp/sparkbench-{host}")
+    probes = probe_commands(v, server["container_name"])
+    gpus = cluster_mod.gpus_per_node(hardware)
+    spec, role = _cluster_of(v, host, members, gpus)
+    hp = _HostPlan(v=v, host=host, hardware=hardware, settings=settings, server=server,
+                   known=known, remote_dir=remote_dir, probes=probes, gpus=gpus)
+    entries = []
+    cluster_entries = []
+    worker_needs: list[dict[str, Any]] = []
+    for variant in variants:
+        tp, pp = cluster_mod.world_size(variant.get("args"))
+        on_cluster = cluster_mod.is_cluster_variant(variant.get("args"), gpus)
+        model_profile = model_profiles[variant["model"]]
+        if on_cluster and role == "worker":  # planned and measured on the head; provisioned here too
+            worker_needs.append({"variant": variant, "model_profile": model_profile})
+            continue
+        head = on_cluster and role == "head"
+        entry = _variant_entry(hp, variant, model_profile, spec["serve"] if head else None,
+                               (tp, pp) if on_cluster and role is None else None)
+        if head:
+            entry["cluster"] = {"name": spec["name"], "tensor_parallel_size": tp, "pipeline_parallel_size": pp}
+            entry["summary"] = ([f"cluster variant: across {' + '.join(spec['members'])} (Ray, TP={tp}, PP={pp}); "
+                                 f"vllm serve runs in {spec['serve']['container']}"] + _summary(entry, check_mode))
+            cluster_entries.append(entry)
+            continue
+        entry["summary"] = _summary(entry, check_mode)
+        entries.append(entry)
+    bracket = (bracket_entry(entries, v, host, remote_dir, check_mode) if _bool(v["bench_bracket"]) else None)
+    return {
+        "host": host, "run_id": str(v["bench_run_id"]), "remote_dir": remote_dir, "settings": settings,
+        "names": [e["name"] for e in entries], "variants": entries, "bracket": bracket,
+        # The cluster (sparkbench.cluster.cluster_spec) and, on its head, the variants run across it.
+        "cluster": spec, "cluster_role": role,
+        "cluster_names": [e["name"] for e in cluster_entries], "cluster_variants": cluster_entries,
+        **_provisioning(host, spec, entries + cluster_entries + worker_needs, model_profiles, _simulated(variables)),
         "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
     }
 

@@ -197,7 +197,6 @@ def test_world_size_and_cluster_variants():
     assert cluster.is_cluster_variant({"tensor-parallel-size": 2}) is True
     assert cluster.is_cluster_variant({"tensor-parallel-size": 2}, gpus_per_node=2) is False
     assert cluster.is_cluster_variant({"max-num-seqs": 8}) is False
-    assert cluster.executor_backend({"distributed-executor-backend": "ray"}) == "ray"
     assert cluster.gpus_per_node({}) == 1 and cluster.gpus_per_node({"gpus_per_node": 8}) == 8
     with pytest.raises(InputError, match="args.tensor-parallel-size"):
         cluster.world_size({"tensor-parallel-size": 0})

@@ -133,6 +133,93 @@ def _scrub_artifacts(artifacts_dir: Path) -> None:
             cmd_file.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
 
+def _playbook_path(project: Path, playbook: str | os.PathLike) -> Path:
+    """The playbook, relative to the project unless absolute; it must exist."""
+    pb = Path(playbook)
+    pb_path = pb if pb.is_absolute() else project / pb
+    if not pb_path.is_file():
+        raise UsageError(f"playbook {pb_path} not found; pass --playbook PATH (default: bench.yml at the repo root)")
+    return pb_path
+
+
+def _inventory_paths(inventory: str | os.PathLike | list | None) -> list[str]:
+    """The inventories as absolute paths (one path or a list); each must exist."""
+    inv: list[str] = []
+    for item in ([inventory] if isinstance(inventory, (str, os.PathLike)) else list(inventory or [])):
+        path = Path(item).resolve()
+        if not path.exists():
+            raise UsageError(f"-i {item}: inventory not found; pass a file or folder (e.g. inventory/)")
+        inv.append(str(path))
+    return inv
+
+
+def _bench_extravars(extravars: dict | None, run_id: str | None, results_dir: str | os.PathLike | None,
+                     project: Path) -> dict:
+    """The extra vars with ``bench_run_id`` (default: UTC time) and ``bench_results_dir`` (default
+    ``<project>/results``), unless the extra vars set them."""
+    run_id = run_id or new_run_id()
+    if not RUN_ID_RE.match(run_id):
+        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' or '-' (e.g. 20261130T120000Z)")
+    res_dir = Path(results_dir).resolve() if results_dir else project / "results"
+    ev = dict(extravars or {})
+    ev.setdefault("bench_run_id", run_id)
+    ev.setdefault("bench_results_dir", str(res_dir))
+    return ev
+
+
+def _runner_env(project: Path) -> dict[str, str]:
+    """ansible-playbook's environment: no colour, this interpreter's bin first on PATH (the .venv,
+    even when it is not activated), the project's ansible.cfg."""
+    bindir = str(Path(sys.executable).parent)
+    env = {"ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1",
+           "PATH": bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")}
+    cfg = project / "ansible.cfg"
+    if cfg.is_file():
+        env["ANSIBLE_CONFIG"] = str(cfg)
+    return env
+
+
+def _run_playbook(ansible_runner, kwargs: dict, artifacts: Path):
+    """Run ansible-runner to the end (Ctrl-C cancels it, then re-raises); the artifacts scrubbed either way."""
+    thread, runner = ansible_runner.run_async(**kwargs)
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        runner.canceled = True
+        thread.join(timeout=30)
+        _scrub_artifacts(artifacts)
+        raise
+    _scrub_artifacts(artifacts)
+    return runner
+
+
+def _exit_code(states: dict[str, dict[str, str]], failed_hosts: dict[str, str], ansible_rc: int | None) -> int:
+    """The run's exit code (``EXIT_*``) from the variants' states, the failed hosts and ansible-playbook's rc."""
+    n_failed = sum(1 for vs in states.values() for s in vs.values() if s == FAILED)
+    n_planned = sum(len(vs) for vs in states.values())
+    if failed_hosts:
+        return EXIT_HOST_FAILED
+    if n_planned == 0 or (ansible_rc not in (0, 2) and n_failed == 0):
+        return EXIT_PLAYBOOK_ERROR
+    if n_failed:
+        return EXIT_VARIANT_FAILED
+    return EXIT_OK if ansible_rc == 0 else EXIT_PLAYBOOK_ERROR
+
+
+def _add_report(result: BenchResult, baseline: str | None) -> None:
+    """Render the run's report into ``result`` when the run wrote results; a failure is kept in
+    ``report_error`` (it must not hide the bench outcome)."""
+    if not (result.run_dir.is_dir() and any(result.run_dir.glob("*/*.json"))):
+        return
+    try:
+        # The play's report already lists the hosts that failed as a whole; keep them listed.
+        out = run_report(result.run_dir, baseline=baseline, failed_hosts=result.failed_hosts,
+                         expected_hosts=sorted(result.states))
+        result.report_html = Path(out["paths"]["report.html"])
+    except Exception as exc:  # noqa: BLE001 - a report failure must not hide the bench outcome
+        result.report_error = f"{exc.__class__.__name__}: {exc}"
+
+
 def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | None = None,
               extravars: dict | None = None, run_id: str | None = None,
               playbook: str | os.PathLike = DEFAULT_PLAYBOOK, results_dir: str | os.PathLike | None = None,
@@ -151,23 +238,9 @@ def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | No
     import ansible_runner  # imported here so `--help` works without it
 
     project = Path(project_dir).resolve()
-    pb = Path(playbook)
-    pb_path = pb if pb.is_absolute() else project / pb
-    if not pb_path.is_file():
-        raise UsageError(f"playbook {pb_path} not found; pass --playbook PATH (default: bench.yml at the repo root)")
-    inv: list[str] = []
-    for item in ([inventory] if isinstance(inventory, (str, os.PathLike)) else list(inventory or [])):
-        path = Path(item).resolve()
-        if not path.exists():
-            raise UsageError(f"-i {item}: inventory not found; pass a file or folder (e.g. inventory/)")
-        inv.append(str(path))
-    run_id = run_id or new_run_id()
-    if not RUN_ID_RE.match(run_id):
-        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' or '-' (e.g. 20261130T120000Z)")
-    res_dir = Path(results_dir).resolve() if results_dir else project / "results"
-    ev = dict(extravars or {})
-    ev.setdefault("bench_run_id", run_id)
-    ev.setdefault("bench_results_dir", str(res_dir))
+    pb_path = _playbook_path(project, playbook)
+    inv = _inventory_paths(inventory)
+    ev = _bench_extravars(extravars, run_id, results_dir, project)
     run_id = str(ev["bench_run_id"])
     ident = f"{run_id}-{secrets.token_hex(3)}"
     private = Path(os.environ.get("SPARKBENCH_RUNNER_DIR") or project / ".cache" / "runner") / ident
@@ -175,57 +248,26 @@ def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | No
     prog = progress or Progress(on_change)
     if progress is not None and on_change is not None:
         progress.on_change = on_change
-    # ansible-playbook from this interpreter's environment (the .venv), even when it is not activated.
-    bindir = str(Path(sys.executable).parent)
-    env = {"ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1",
-           "PATH": bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin")}
-    cfg = project / "ansible.cfg"
-    if cfg.is_file():
-        env["ANSIBLE_CONFIG"] = str(cfg)
     kwargs = dict(private_data_dir=str(private), project_dir=str(project), playbook=str(pb_path),
-                  extravars=ev, limit=limit, envvars=env, event_handler=prog.handle,
+                  extravars=ev, limit=limit, envvars=_runner_env(project), event_handler=prog.handle,
                   suppress_env_files=True, quiet=True, ident="run", verbosity=verbosity or None,
                   settings={"suppress_ansible_output": True})
     if inv:
         kwargs["inventory"] = inv if len(inv) > 1 else inv[0]
-    thread, runner = ansible_runner.run_async(**kwargs)
-    try:
-        thread.join()
-    except KeyboardInterrupt:
-        runner.canceled = True
-        thread.join(timeout=30)
-        _scrub_artifacts(private / "artifacts")
-        raise
-    _scrub_artifacts(private / "artifacts")
+    runner = _run_playbook(ansible_runner, kwargs, private / "artifacts")
     if not prog.finished:  # no stats event (e.g. the playbook did not parse): close the books anyway
         prog.handle({"event": "playbook_on_stats", "event_data": {}})
     states = prog.snapshot()
     failed_hosts = prog.failed_hosts()
-    n_failed = sum(1 for vs in states.values() for s in vs.values() if s == FAILED)
-    n_planned = sum(len(vs) for vs in states.values())
-    if failed_hosts:
-        rc = EXIT_HOST_FAILED
-    elif n_planned == 0 or (runner.rc not in (0, 2) and n_failed == 0):
-        rc = EXIT_PLAYBOOK_ERROR
-    elif n_failed:
-        rc = EXIT_VARIANT_FAILED
-    else:
-        rc = EXIT_OK if runner.rc == 0 else EXIT_PLAYBOOK_ERROR
-    result = BenchResult(run_id=run_id, rc=rc, ansible_rc=runner.rc, status=runner.status, states=states,
-                         failed_hosts=failed_hosts,
+    result = BenchResult(run_id=run_id, rc=_exit_code(states, failed_hosts, runner.rc), ansible_rc=runner.rc,
+                         status=runner.status, states=states, failed_hosts=failed_hosts,
                          notes={h: dict(s.notes) for h, s in prog.hosts.items() if s.notes},
                          run_dir=Path(ev["bench_results_dir"]) / run_id, artifacts_dir=private / "artifacts")
-    if n_planned == 0 and runner.rc != 0:
+    if sum(len(vs) for vs in states.values()) == 0 and runner.rc != 0:  # nothing planned
         stdout = _tail(private / "artifacts")
         result.summary.append(f"ansible-playbook exited {runner.rc} before planning any variant: {stdout}")
-    if report and result.run_dir.is_dir() and any(result.run_dir.glob("*/*.json")):
-        try:
-            # The play's report already lists the hosts that failed as a whole; keep them listed.
-            out = run_report(result.run_dir, baseline=baseline, failed_hosts=failed_hosts,
-                             expected_hosts=sorted(states))
-            result.report_html = Path(out["paths"]["report.html"])
-        except Exception as exc:  # noqa: BLE001 - a report failure must not hide the bench outcome
-            result.report_error = f"{exc.__class__.__name__}: {exc}"
+    if report:
+        _add_report(result, baseline)
     return result
 
 
