@@ -1,4 +1,4 @@
-"""Reports with a cluster (issue 13): a variant served across two Sparks (Ray, TP=2 / PP=2) is one
+"""Reports with a cluster: a variant served across two Sparks (Ray, TP=2 / PP=2) is one
 unit, "sim_pair (spark-sim11 + spark-sim12)"; its manifest lists every node; it is compared with
 the same build on one Spark (the head) through the verdict machinery, and never with the fleet.
 

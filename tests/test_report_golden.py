@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from golden_render import CASES, compare_case, render_case
 
 

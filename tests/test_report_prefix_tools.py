@@ -1,13 +1,12 @@
-"""The report's second-wave serving sections: "Prefix caching: with and without" (pairs by launch
+"""The report's serving sections: "Prefix caching: with and without" (pairs by launch
 flags, the verdict on per-request warm TTFTs), "Multi-turn: TTFT and decode by context depth",
 "Tool calls", the goodput verdicts between variants (sparkbench.verdict.compare_shares), the
 highest rate meeting the SLO as a column of the main table, results.csv / results.json figures
 and the terminal table.
 
 The documents are the real simulated run tests/fixtures/runs/serving-rates-sim (arrival-rate phase only)
-completed with ``prefix_cache``, ``multi_turn`` and ``tools`` blocks built to measure.py's shapes
-(issue 14 part 2 contract), plus a ``nvidia-noprefix`` variant launched with
-``--no-enable-prefix-caching``; every document is validated against schema/result.schema.json."""
+completed with ``prefix_cache``, ``multi_turn`` and ``tools`` blocks built to measure.py's shapes,
+plus a ``nvidia-noprefix`` variant launched with ``--no-enable-prefix-caching``; every document is validated against schema/result.schema.json."""
 from __future__ import annotations
 
 import copy
@@ -20,9 +19,9 @@ import jsonschema
 import pytest
 
 from sparkbench import verdict as vd
+from sparkbench.measure.tool_judge import summarise_tools
 from sparkbench.report import cli, compare, numbers, sections, terminal
 from sparkbench.report.terminal import terminal_table
-from sparkbench.measure.tool_judge import summarise_tools
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
@@ -187,14 +186,16 @@ def test_prefix_pairs_read_argv_when_args_are_not_a_mapping_and_say_when_flags_d
     off["launch"]["argv"] += ["--max-num-seqs", "16"]
     p = compare.prefix_pairs([nv, un, off])["pairs"][0]
     assert p["variant_on"] == "nvidia-bare" and p["flags_match"] is False
-    _, _, tables = sections.prefix_caching([nv, un, off])
-    assert "(flags differ)" in tables[0].rows[0][2]
+    section = sections.prefix_caching([nv, un, off])
+    assert "(flags differ)" in section.tables[0].rows[0][2]
     lone = compare.prefix_pairs([un, off])
     assert lone["pairs"] == [] and "no variant of build nvidia" in lone["unpaired"][0]
 
 
 def test_prefix_section_tables_and_summary_line():
-    data, lines, tables = sections.prefix_caching(run_docs())
+    section = sections.prefix_caching(run_docs())
+    lines, tables = section.lines, section.tables
+    assert section.key == "prefix_caching" and section.in_doc and section.data["variants"]
     assert [t.key for t in tables] == ["prefix-pairs", "prefix-cache"]
     assert tables[0].title == "Prefix caching: with and without (simulated)"
     row = dict(zip(tables[0].headers, tables[0].rows[0]))
@@ -209,7 +210,8 @@ def test_prefix_section_tables_and_summary_line():
 
 
 def test_multi_turn_section_per_turn_and_first_to_last():
-    entries, lines, table = sections.multi_turn(run_docs())
+    section = sections.multi_turn(run_docs())
+    entries, lines, (table,) = section.data, section.lines, section.tables
     assert [e["variant"] for e in entries] == ["nvidia-bare", "unsloth-bare"]
     assert len(table.rows) == 4 + 3
     first = dict(zip(table.headers, table.rows[0]))
@@ -222,8 +224,8 @@ def test_multi_turn_section_per_turn_and_first_to_last():
 
 
 def test_tool_calls_section_counts_categories_and_failures():
-    entries, lines, tables = sections.tool_calls(run_docs())
-    main, fails = tables
+    section = sections.tool_calls(run_docs())
+    lines, (main, fails) = section.lines, section.tables
     assert main.headers[:5] == ["host", "variant", "tool choice", "passed", "skipped"]
     rows = {r[1]: dict(zip(main.headers, r)) for r in main.rows}
     good, bad = rows["nvidia-bare (simulated)"], rows["unsloth-bare (simulated)"]
@@ -244,14 +246,16 @@ def test_tool_calls_section_counts_categories_and_failures():
     nv["tools"] = dict(tools_block([dict(p, verdict="skipped", bucket=None, calls=[], content_excerpt=None)
                                     for p in GOOD_TOOLS], "required"), reason="structured outputs are not available")
     VALIDATOR.validate(nv)
-    _, lines, (table,) = sections.tool_calls([nv])
+    section = sections.tool_calls([nv])
+    lines, (table,) = section.lines, section.tables
     assert table.rows[0][3:9] == ["0/0", "4", "–", "–", "–", "–"]
     assert lines[0].endswith("4 skipped; skipped: structured outputs are not available (simulated)")
 
 
 def test_goodput_verdicts_at_each_common_rate_against_the_reference_variant():
     docs = serving_docs()
-    data, lines, table = sections.goodput_verdicts(docs)
+    section = sections.goodput_verdicts(docs)
+    data, lines, (table,) = section.data, section.lines, section.tables
     assert data["reference_build"] == "nvidia"
     assert [r["rate"] for r in data["rows"]] == [0.25, 0.5, 1.0, 2.0]
     nv, un = docs
@@ -265,7 +269,7 @@ def test_goodput_verdicts_at_each_common_rate_against_the_reference_variant():
     assert lines == ["spark-sim01: unsloth-bare vs nvidia-bare — requests meeting the SLO −5.0 pp … +0.0 pp at "
                      "0.25, 0.5, 1, 2 req/s — no difference detectable (1 of 4 rates: not enough requests) (simulated)"]
     # --reference-build turns the comparison round
-    data_u, _, _ = sections.goodput_verdicts(docs, "unsloth")
+    data_u = sections.goodput_verdicts(docs, "unsloth").data
     assert data_u["rows"][3]["pp_diff"] == pytest.approx(5.0)
 
 

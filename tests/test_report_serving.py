@@ -27,7 +27,9 @@ def test_highest_rate_meeting_the_slo_is_the_highest_listed_rate_with_90_percent
 
 
 def test_the_serving_table_has_one_row_per_rate_and_the_goodput():
-    entries, lines, table = sections.serving(docs("serving-sim"))
+    section = sections.serving(docs("serving-sim"))
+    entries, lines, (table,) = section.data, section.lines, section.tables
+    assert section.key == "serving" and section.in_doc
     assert [e["variant"] for e in entries] == ["nvidia-bare", "unsloth-bare", "nvidia-bare-noprefix",
                                               "unsloth-bare-noprefix"]
     assert len(table.rows) == sum(len(d["rates"]) for d in docs("serving-sim"))

@@ -20,10 +20,10 @@ from tabulate import tabulate_formats
 from . import drift as drift_mod
 from . import sections
 from .html_page import render_html
-from .load import RunNotFound, apply_profiles, load_run, result_files
-from .table import Table, redact
+from .load import Run, RunNotFound, apply_profiles, load_run, result_files
+from .table import redact
 from .terminal import terminal_table
-from .writers import markdown, results_csv, results_json, write_atomic
+from .writers import markdown, results_csv, results_doc, results_json, write_atomic
 
 EXIT_OK, EXIT_USAGE = 0, 2
 PROG = "sparkbench.report"
@@ -62,6 +62,46 @@ def hosts_without_results(run_path: Path, failures: dict[str, str] | None = None
             for h in hosts]
 
 
+def _load(run_dir: str | Path, baseline: str | Path | None, profiles: str | Path | None) -> tuple[Run, Run | None]:
+    """The run and the baseline run (None without one), their results given the profiles of
+    ``profiles`` where they carry none. ReportError for a missing run or profiles folder."""
+    try:
+        run = load_run(run_dir)
+        base = load_run(baseline) if baseline else None
+    except RunNotFound as exc:
+        raise ReportError(str(exc)) from None
+    if profiles:
+        if not Path(profiles).is_dir():
+            raise ReportError(f"--profiles {profiles} is not a directory; pass the profiles/ folder")
+        apply_profiles(run.results, profiles)
+        if base:
+            apply_profiles(base.results, profiles)
+    return run, base
+
+
+def _reported(run: Run, missing: list[dict], drift: dict | None) -> tuple[list[dict], dict]:
+    """(the results the tables report, the hosts' drift). A host that failed as a whole is listed
+    once, under "Hosts without results" (``missing``): its per-variant host-failure documents stay
+    out of the tables and out of the drift, which comes from the run's own bracket documents
+    (``<variant>.bracket.json``) unless ``drift`` is given."""
+    whole = {x["host"] for x in missing}
+    results = [r for r in run.results if str(r.get("host") or "") not in whole]
+    if drift is None:
+        drift = drift_mod.host_drift(results, [b for b in run.brackets if str(b.get("host") or "") not in whole])
+    return results, drift
+
+
+def _write(out_dir: Path, ctx: dict, doc: dict, charts: list[dict]) -> dict[str, Path]:
+    """Write report.md, results.csv, results.json and report.html into ``out_dir``; their paths."""
+    paths = {"report.md": out_dir / "report.md", "results.csv": out_dir / "results.csv",
+             "results.json": out_dir / "results.json", "report.html": out_dir / "report.html"}
+    write_atomic(paths["report.md"], markdown(ctx, charts))
+    write_atomic(paths["results.csv"], results_csv(doc["run_id"], doc["rows"], doc["quality"], doc["failures"]))
+    write_atomic(paths["results.json"], results_json(doc))
+    write_atomic(paths["report.html"], render_html(ctx, charts))
+    return paths
+
+
 def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_threshold: float = 5.0,
            bridge_threshold: float = 2.5, reference_build: str | None = None,
            profiles: str | Path | None = None, failed_hosts: dict[str, str] | None = None,
@@ -76,107 +116,35 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     {"unreliable": bool, "text": str, …}}``, :mod:`sparkbench.report.drift`): the comparisons of
     a host marked unreliable read "(unreliable: drift)". Raises :class:`ReportError` with a
     one-line message for bad input."""
-    try:
-        run = load_run(run_dir)
-        base = load_run(baseline) if baseline else None
-    except RunNotFound as exc:
-        raise ReportError(str(exc)) from None
-    if profiles:
-        if not Path(profiles).is_dir():
-            raise ReportError(f"--profiles {profiles} is not a directory; pass the profiles/ folder")
-        apply_profiles(run.results, profiles)
-        if base:
-            apply_profiles(base.results, profiles)
+    run, base = _load(run_dir, baseline, profiles)
     missing = hosts_without_results(run.path, failed_hosts, expected_hosts, missing_host_reason, run.results)
-    # A host that failed as a whole is listed once, under "Hosts without results": its per-variant
-    # host-failure documents stay out of the tables.
-    whole = {x["host"] for x in missing}
-    results = [r for r in run.results if str(r.get("host") or "") not in whole]
-    if drift is None:  # the run's own bracket documents: <variant>.bracket.json
-        drift = drift_mod.host_drift(results, [b for b in run.brackets if str(b.get("host") or "") not in whole])
-    drift_tables, drift_lines = sections.drift_section(drift)
+    results, drift = _reported(run, missing, drift)
     try:
-        data, host_tabs, extra_tabs = sections.per_host(results)
-        h2h_data, h2h_lines, h2h_table = sections.head_to_head(results, reference_build, drift=drift)
-        cvu_data, cvu_lines, cvu_table = sections.cluster_vs_unit(results, drift=drift)  # TP=2 / PP=2 vs one Spark
-        fleet_data, fleet_tables, fleet_lines = sections.fleet(results, fleet_threshold, drift=drift)
-        rc_data, rc_tables, bridge_line = (sections.run_to_run(results, base.results, base.run_id, bridge_threshold,
-                                                               drift=drift)
-                                           if base else (None, [], None))
+        parts = sections.report_sections(results, missing, drift, run.path, baseline=base,
+                                         fleet_threshold=fleet_threshold, bridge_threshold=bridge_threshold,
+                                         reference_build=reference_build)
     except ValueError as exc:
         raise ReportError(str(exc)) from None
-    man_summary, man_tables = sections.manifest(results)
-    cluster_entries, cluster_tables = sections.clusters(results)  # each cluster's nodes, placement and link
-    serving_entries, serving_lines, serving_table = sections.serving(results)  # goodput by arrival rate
-    try:  # the second wave's serving workloads: goodput verdicts, prefix caching, multi-turn, tool calls
-        gv_data, gv_lines, gv_table = sections.goodput_verdicts(results, reference_build)
-    except ValueError as exc:
-        raise ReportError(str(exc)) from None
-    prefix_data, prefix_lines, prefix_tables = sections.prefix_caching(results)
-    turn_entries, turn_lines, turn_table = sections.multi_turn(results)
-    tool_entries, tool_lines, tool_tables = sections.tool_calls(results, reference_build)
+    by_key = {s.key: s for s in parts}
     from . import charts as charts_mod  # matplotlib: imported only when there is a report to draw
 
-    out_dir = run.path
-    trends = sections.host_trends(run.path, results)  # the hosts' stored runs (sparkbench.history)
-    charts = charts_mod.all_charts(results, out_dir / "charts", fleet_data, h2h_data["builds"], trends)
-
-    summary = list(h2h_lines) + list(cvu_lines) + list(fleet_lines) + ([bridge_line] if bridge_line else [])
-    summary += [f"{x.get('unit') or x['host']}/{x['variant']}: {x['status']} at {x['stage'] or '?'} — "
-                f"{x['reason'] or '?'}" for x in data["failures"]]
-    summary += [f"{x['host']}: no results — {x['reason']}" for x in missing]
-    summary += [f"{p['host']}/{p['variant']}: run protocol — {fl.get('reason')}"  # sections.protocol_table
-                for p in data.get("protocol") or [] for fl in p["flags"]]
-    summary += drift_lines + serving_lines + gv_lines + prefix_lines + turn_lines + tool_lines
-    all_tables = list(host_tabs)
-    if missing:
-        all_tables.append(Table("hosts_without_results", "Hosts without results", ["host", "reason"],
-                                [[x["host"], x["reason"]] for x in missing]))
-    if h2h_table:
-        all_tables.append(h2h_table)
-    if cvu_table:
-        all_tables.append(cvu_table)
-    if serving_table:
-        all_tables.append(serving_table)
-    all_tables += ([gv_table] if gv_table else []) + prefix_tables + ([turn_table] if turn_table else []) + tool_tables
-    all_tables += fleet_tables + rc_tables + drift_tables + extra_tabs + man_tables + cluster_tables
-    all_tables += [t for t in [sections.kernels_table(results)] if t]  # the kernels vLLM chose (engine_log)
-    all_tables += sections.history_trend(run.path, results, trends)  # the hosts' trend over stored runs
+    charts = charts_mod.all_charts(results, run.path / "charts", by_key["fleet"].data,
+                                   by_key["head_to_head"].data["builds"], by_key["history"].data)
+    rows, rc = by_key["rows"].data, by_key["run_compare"].data
+    tables = [t for s in parts for t in s.tables]
     ctx = {"run_id": run.run_id, "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "simulated": data["simulated"] or bool(rc_data and rc_data["simulated"]),
-           "backends": data["backends"],
-           "n_files": len(results) + len(run.errors), "n_hosts": len(data["hosts"]),
-           "load_errors": [str(e) for e in run.errors], "summary": summary, "tables": all_tables}
-    rows = [row for host_rows in data["hosts"].values() for row in host_rows]
-    doc = {"run_id": run.run_id, "generated_at": ctx["generated_at"], "simulated": ctx["simulated"],
-           "backends": ctx["backends"],
-           "load_errors": ctx["load_errors"], "summary": summary, "rows": rows,
-           "quality": data["quality"], "image": data["image"], "telemetry": data["telemetry"],
-           "failures": data["failures"], "protocol": data.get("protocol") or [], "hosts_without_results": missing, "head_to_head": h2h_data, "fleet": fleet_data,
-           "run_compare": rc_data, "baseline_run_id": base.run_id if base else None, "drift": drift,
-           "manifest": man_summary, "charts": charts, "tables": [t.as_dict() for t in all_tables]}
-    if serving_entries:  # runs with an arrival-rate phase only (bench_workloads: serving)
-        doc["serving"] = serving_entries
-    if gv_data["rows"]:  # two or more variants of a unit ran the same rates
-        doc["goodput_verdicts"] = gv_data
-    if prefix_data["variants"]:  # runs with the prefix-cache phase only
-        doc["prefix_caching"] = prefix_data
-    if turn_entries:
-        doc["multi_turn"] = turn_entries
-    if tool_entries:
-        doc["tool_calls"] = tool_entries
-    if cluster_entries:  # runs with a cluster only: one-unit runs keep their results.json as it was
-        doc["cluster_vs_unit"] = cvu_data
-        doc["clusters"] = cluster_entries
+           "simulated": any(r["simulated"] for r in rows) or bool(rc and rc["simulated"]),
+           "backends": sorted({r["backend"] for r in rows if r["backend"]}),
+           "n_files": len(results) + len(run.errors), "n_hosts": len({r["host"] for r in rows}),
+           "load_errors": [str(e) for e in run.errors], "summary": sections.summary_lines(parts), "tables": tables}
+    doc = results_doc(parts, **{k: ctx[k] for k in ("run_id", "generated_at", "simulated", "backends",
+                                                    "load_errors", "summary")},
+                      baseline_run_id=base.run_id if base else None, charts=charts,
+                      tables=[t.as_dict() for t in tables])
     doc["terminal_table"] = terminal_table(doc, table_format)
-    paths = {"report.md": out_dir / "report.md", "results.csv": out_dir / "results.csv",
-             "results.json": out_dir / "results.json", "report.html": out_dir / "report.html"}
-    write_atomic(paths["report.md"], markdown(ctx, charts))
-    write_atomic(paths["results.csv"], results_csv(run.run_id, rows, data["quality"], data["failures"]))
-    write_atomic(paths["results.json"], results_json(doc))
-    write_atomic(paths["report.html"], render_html(ctx, charts))
-    return {"paths": {k: str(v) for k, v in paths.items()}, "summary": summary,
-            "load_errors": ctx["load_errors"], "charts": charts, "doc": doc, "tables": all_tables}
+    paths = _write(run.path, ctx, doc, charts)
+    return {"paths": {k: str(v) for k, v in paths.items()}, "summary": ctx["summary"],
+            "load_errors": ctx["load_errors"], "charts": charts, "doc": doc, "tables": tables}
 
 
 def _host_failure(value: str) -> tuple[str, str]:

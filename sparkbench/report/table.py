@@ -1,6 +1,7 @@
-"""The one table shape every section produces, and the number formatting shared by all outputs.
+"""The shapes every section produces, and the number formatting shared by all outputs.
 
-A :class:`Table` holds text cells; report.md, report.html and the terminal table all print the
+A :class:`Section` is one part of the report (its numbers, tables and summary lines); a
+:class:`Table` holds text cells. report.md, report.html and the terminal table all print the
 cells these functions make, so a figure reads the same everywhere. Missing figures are "–"
 (never 0, never invented)."""
 
@@ -30,6 +31,30 @@ class Table:
         """JSON-friendly form (``results.json``)."""
         return {"key": self.key, "title": self.title, "headers": self.headers, "rows": self.rows,
                 "notes": self.notes}
+
+
+@dataclass
+class Section:
+    """One part of the report, as every section function returns it.
+
+    ``key``: the section's name and the ``results.json`` key its ``data`` (the section's numbers)
+    goes under; ``title``: the section's name for readers (its tables carry their own titles);
+    ``tables``: its tables in print order (report.md, report.html); ``lines``: its summary lines.
+    ``in_doc`` False keeps ``data`` out of ``results.json``: a key that only runs with that
+    content have (``serving``, ``clusters``, …) or a section made of tables only (``kernels``,
+    ``history``)."""
+
+    key: str
+    title: str
+    data: Any = None
+    tables: list[Table] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    in_doc: bool = True
+
+
+def table_list(*tables: Table | None) -> list[Table]:
+    """The tables that were made (a table function returns None when it has no row), in order."""
+    return [t for t in tables if t is not None]
 
 
 def f(value: Any, digits: int = 1, suffix: str = "") -> str:

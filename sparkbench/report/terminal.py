@@ -1,7 +1,7 @@
 """The table printed at the end of the play (and by ``render`` without ``--quiet``), made from the
 rendered ``results.json`` document: its ``rows``, ``head_to_head``, ``cluster_vs_unit`` (runs with
 a cluster), ``quality``, ``image`` and ``failures``. Cells come from
-:func:`sparkbench.report.sections.variant_cells`, so each figure reads exactly as in report.md;
+:func:`sparkbench.report.sections.hosts.variant_cells`, so each figure reads exactly as in report.md;
 nothing is computed here."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from .numbers import CONCURRENCIES, QUALITY_IDS
-from .sections import unit_cell, variant_cells, variant_label
+from .sections.hosts import unit_cell, variant_cells, variant_label
 from .table import DASH, pct
 
 SIMULATED_LABEL = "SIMULATED: figures come from the vLLM simulator (sparkbench/vllm-sim), not from a GPU"

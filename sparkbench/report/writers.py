@@ -8,10 +8,11 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
-from .table import Table
+from .table import Section, Table
 
 CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status", "simulated",
                "single_tok_s", "single_min", "single_max", "speedup_vs_bare", "combined_2", "combined_4",
@@ -22,6 +23,28 @@ CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status"
                "prefix_warm_ttft_p50_s", "prefix_prefill_tok_s", "prefix_hit_rate", "turns", "turns_context_first",
                "turns_context_last", "turns_ttft_first_s", "turns_ttft_last_s", "turns_decode_first_tok_s",
                "turns_decode_last_tok_s", "tools_passed", "tools_total"]
+
+
+#: ``results.json``'s keys in order: the run's own entries (``run_id`` … ``summary``,
+#: ``baseline_run_id``, ``charts``, ``tables``) and the sections' keys
+#: (:class:`~sparkbench.report.table.Section`: a section's ``data`` under its ``key`` where
+#: ``in_doc``); ``terminal_table``, made from all of these, comes last.
+DOC_KEYS = ("run_id", "generated_at", "simulated", "backends", "load_errors", "summary",
+            "rows", "quality", "image", "telemetry", "failures", "protocol", "hosts_without_results",
+            "head_to_head", "fleet", "run_compare", "baseline_run_id", "drift", "manifest", "charts", "tables",
+            "serving", "goodput_verdicts", "prefix_caching", "multi_turn", "tool_calls", "cluster_vs_unit",
+            "clusters")
+
+
+def results_doc(sections: list[Section], **entries: Any) -> dict:
+    """``results.json``'s content but ``terminal_table``: ``entries`` (the run's own) and each
+    section's ``data`` where ``in_doc``, in :data:`DOC_KEYS` order. RuntimeError for a key that is
+    not in :data:`DOC_KEYS` (add it there)."""
+    entries.update({s.key: s.data for s in sections if s.in_doc})
+    unknown = sorted(set(entries) - set(DOC_KEYS))
+    if unknown:
+        raise RuntimeError(f"results.json keys missing from DOC_KEYS: {', '.join(unknown)}")
+    return {key: entries[key] for key in DOC_KEYS if key in entries}
 
 
 def write_atomic(path: Path, content: str) -> None:
