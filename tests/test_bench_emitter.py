@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from pathlib import Path
 
 import openai
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from helpers import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
 
 import sse_emitter  # noqa: E402
 

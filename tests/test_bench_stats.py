@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from helpers import REPO
+
+BENCH = REPO / "bench"
 sys.path.insert(0, str(BENCH))
 
 import client_capacity  # noqa: E402

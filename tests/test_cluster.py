@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -22,7 +21,8 @@ from sparkbench import cluster
 from sparkbench import preflight as vp
 from sparkbench.errors import InputError
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 ISSUES = yaml.safe_load((REPO / "roles/vllm_server/files/known_issues.yml").read_text())
 IMAGE = "sparkbench/vllm-sim-ray:v0.25.0"
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from test_result_documents import HOST, SCHEMA, inventory_vars
 
-from conftest import REPO_ROOT, start_sim
 from sparkbench import engine_log, plan, result
 from sparkbench.engine_log import FIELDS, parse_engine_log
-from test_result_documents import HOST, SCHEMA, inventory_vars
+
+from conftest import REPO_ROOT, start_sim
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "engine_log"
 P = "(EngineCore pid=207) INFO 04-19 10:02:38 [x.py:1] "

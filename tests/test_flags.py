@@ -7,16 +7,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from sparkbench import flags, matrix
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO, run_playbook
+
 DATA = REPO / "sparkbench" / "data" / "vllm_args"
-BIN = Path(sys.executable).parent
 
 
 def test_each_schema_says_how_it_was_extracted():
@@ -101,12 +100,9 @@ def test_every_variant_in_the_inventory_passes():
 def test_the_dry_run_names_the_wrong_flags_before_anything_starts(tmp_path):
     extra = [{"name": "typo", "build": "nvidia", "config": "bare", "args": {"max-num-seqz": 8}},
              {"name": "too-much", "build": "nvidia", "config": "bare", "args": {"gpu-memory-utilization": 1.5}}]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.run([str(BIN / "ansible-playbook"), "bench.yml", "-l", "spark-sim01", "--check",
-                           "-e", json.dumps({"bench_extra_variants": extra, "bench_select": ["typo", "too-much"],
-                                             "bench_results_dir": str(tmp_path), "bench_run_id": "flags"})],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_playbook("bench.yml", "--check", "-e", json.dumps({
+        "bench_extra_variants": extra, "bench_select": ["typo", "too-much"], "bench_results_dir": str(tmp_path),
+        "bench_run_id": "flags"}), limit="spark-sim01", timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
     out = " ".join(proc.stdout.split())
     assert "preflight: fail — --max-num-seqz is not a vLLM flag" in out and "fix: use --max-num-seqs" in out

@@ -17,7 +17,8 @@ import pytest
 from sparkbench import health, history
 from sparkbench.errors import InputError
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 DRIVER, OLD_DRIVER = "580.95.05", "580.82.07"
 
 

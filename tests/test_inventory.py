@@ -2,21 +2,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-
 from sparkbench import matrix as vm  # noqa: E402
+
+from helpers import BIN, REPO, ansible_env, run_playbook
 
 
 def inventory() -> dict:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    env = ansible_env()
     proc = subprocess.run([str(BIN / "ansible-inventory"), "-i", str(REPO / "inventory/hosts.yml"), "--list"],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -72,9 +68,8 @@ def test_group_vars_hold_the_seed_matrix_and_settings():
 
 
 def test_playbooks_pass_syntax_check():
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    env = ansible_env()
     for pb in ("bench.yml", "playbooks/provision.yml", "playbooks/report.yml", "playbooks/teardown.yml",
                "playbooks/health.yml"):
-        proc = subprocess.run([str(BIN / "ansible-playbook"), "--syntax-check", pb], capture_output=True, text=True,
-                              env=env, cwd=REPO, timeout=120)
+        proc = run_playbook(pb, "--syntax-check", env=env, timeout=120)
         assert proc.returncode == 0, (pb, proc.stdout[-1500:], proc.stderr[-1500:])

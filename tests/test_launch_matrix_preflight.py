@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,7 +13,7 @@ from sparkbench import matrix as vm
 from sparkbench import preflight as vp
 from sparkbench.errors import InputError
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
 
 ISSUES = yaml.safe_load((REPO / "roles/vllm_server/files/known_issues.yml").read_text())
 HW = json.loads((REPO / "profiles/hardware/dgx-spark.json").read_text())

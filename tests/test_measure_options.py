@@ -24,7 +24,8 @@ from sparkbench import measure_bundle, settings
 from sparkbench.measure import cli, options
 from sparkbench.measure.options import OPTIONS, SETTINGS
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 PACKAGE = REPO / "sparkbench" / "measure"
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80

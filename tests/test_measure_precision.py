@@ -12,7 +12,6 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -21,8 +20,8 @@ import pytest
 from sparkbench import measure as M
 
 from conftest import port_in
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"
 VALIDATOR = jsonschema.Draft202012Validator(json.loads((REPO / "schema" / "result.schema.json").read_text()))
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"

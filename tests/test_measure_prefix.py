@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sparkbench import measure as M
 
 from conftest import port_in, run_measure
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"
 VALIDATOR = jsonschema.Draft202012Validator(json.loads((REPO / "schema" / "result.schema.json").read_text()))
 MODEL = "openai/gpt-oss-120b"   # plain attention: 16-token blocks

@@ -21,8 +21,8 @@ from sparkbench import measure as M
 from sparkbench.measure.phases import rate_search
 
 from conftest import port_in, run_measure
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"
 SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

@@ -25,7 +25,8 @@ import pytest
 
 from sparkbench import measure as M
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 MEASURE = REPO / "scripts" / "measure.py"
 FIX = REPO / "tests" / "fixtures" / "measure"
 VALIDATOR = jsonschema.Draft202012Validator(json.loads((REPO / "schema" / "result.schema.json").read_text()))

@@ -25,7 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sparkbench import measure as M
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 MEASURE = REPO / "scripts" / "measure.py"
 FIX = REPO / "tests" / "fixtures" / "measure"
 SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))

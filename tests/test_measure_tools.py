@@ -21,8 +21,8 @@ import pytest
 from sparkbench import measure as M
 
 from conftest import port_in, run_measure
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"
 FIXTURES = REPO / "tests" / "fixtures" / "tool_outputs"
 TOOLS = json.loads((REPO / "profiles" / "tools.json").read_text(encoding="utf-8"))

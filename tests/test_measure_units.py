@@ -20,7 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sparkbench import measure as M
 from sparkbench.measure import client as measure_client
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 FIX = REPO / "tests" / "fixtures" / "measure"
 QUALITY = json.loads((REPO / "profiles" / "quality.json").read_text(encoding="utf-8"))
 

@@ -13,7 +13,8 @@ from sparkbench import plan, result, settings
 from sparkbench.errors import InputError
 from sparkbench.runner.progress import Progress
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 SCHEMA = json.loads((REPO / "schema/result.schema.json").read_text())
 HOST = {"name": "spark-sim01", "gpu": {"name": "NVIDIA GB10 (simulated)", "driver": "580.95.05", "cuda": "13.0"},
         "images": {}, "sparkbench_version": "deadbeef", "simulated": True}

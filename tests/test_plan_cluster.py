@@ -11,7 +11,8 @@ import yaml
 from sparkbench import plan
 from sparkbench.errors import InputError
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 HEAD, WORKER = "spark-sim11", "spark-sim12"
 
 

@@ -11,7 +11,8 @@ import yaml
 
 from sparkbench import measure, plan, settings
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 HOST = "spark-sim01"
 
 

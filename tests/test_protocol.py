@@ -27,8 +27,8 @@ from sparkbench.report import numbers as rn
 from sparkbench.report import sections
 
 from conftest import port_in
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 FIX = REPO / "tests" / "fixtures" / "measure"
 SIM = REPO / "scripts" / "vllm_sim"
 sys.path.insert(0, str(REPO / "scripts"))

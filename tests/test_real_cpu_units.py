@@ -4,15 +4,13 @@ issues against lines copied from real vLLM 0.32.0 logs (tests/test_real_vllm_e2e
 same against live containers)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 
 from sparkbench import plan as plan_mod
 from sparkbench import preflight, result
 from sparkbench.report import numbers
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
 
 # Lines as real vLLM 0.32.0 (image sparkbench/vllm-cpu) printed them.
 ARGPARSE = ("api_server.py: error: argument --dtype: invalid choice: 'float17' (choose from 'auto', 'bfloat16', "

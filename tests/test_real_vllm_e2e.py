@@ -28,21 +28,18 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
 from conftest import docker_available
-from test_reliability_common import docker_names_created
+from helpers import REPO, ansible_env, playbook_cmd
+from reliability import docker_names_created
 
-REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 _BASE = 18400 + 2 * (os.getpid() % 40)  # 18400-18479
 MEASURE_HOST, FAIL_HOST = "rv-cpu01", "rv-cpu02"
@@ -164,16 +161,15 @@ def real_run(tmp_path_factory):
         "bench_bracket": False,
     }
     (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+    env = ansible_env()
     env.pop("HF_TOKEN", None)
     # Two runs of bench.yml with the same run id, one host each: first the failures, then the
     # measured variants, so that rv-cpu01 measures while nothing else starts on these 2 cores
     # (bench.yml's hosts run in parallel; with rv-cpu02's engine start-ups beside the measurement
     # the client-side TPOT drifted 2-17 % from the server's: delivery, not generation, was late).
     def cmd(host: str) -> list[str]:
-        return [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventory/hosts.yml"), "-i", str(tmp / "inventory.yml"),
-                "-l", host, "-e", f"@{tmp / 'extra.yml'}", "-e", "bench_run_id=RV1", "bench.yml"]
+        return playbook_cmd("bench.yml", "-e", f"@{tmp / 'extra.yml'}", "-e", "bench_run_id=RV1", limit=host,
+                            inventories=[REPO / "inventory/hosts.yml", tmp / "inventory.yml"])
     watcher = MetricsWatcher(f"http://127.0.0.1:{PORTS[MEASURE_HOST]}")
     since, t0 = time.time() - 1, time.monotonic()
     procs = []

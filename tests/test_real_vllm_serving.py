@@ -47,8 +47,8 @@ import yaml
 from sparkbench import measure as M
 
 from conftest import docker_available, health_ok, run_measure
+from helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 MEASURE = REPO / "scripts" / "measure.py"
 IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 LOCK = "/tmp/real_vllm.lock"

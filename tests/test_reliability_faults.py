@@ -16,7 +16,7 @@ import urllib.request
 import jsonschema
 import pytest
 
-from test_reliability_common import REPO, remove_containers, run_playbook
+from reliability import REPO, remove_containers, run_playbook
 
 HOSTS = ["fault-a", "fault-b", "fault-kill", "fault-port", "fault-disk", "fault-noimage", "rel-down"]
 KILL_PORT = 18631

@@ -10,7 +10,7 @@ import pytest
 
 from sparkbench.settings import settings_errors  # noqa: E402
 
-from test_reliability_common import FIXTURES, REPO, remove_containers, run_playbook
+from reliability import FIXTURES, REPO, remove_containers, run_playbook
 
 BAD_HOSTS = ["bad-args-type", "bad-unknown-key", "bad-spec-json", "bad-output-tokens", "bad-runs",
              "bad-concurrency", "bad-duplicate", "bad-no-profile", "bad-profile-type", "bad-exposed",

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from test_reliability_common import REPO, base_env, playbook_cmd, remove_containers, run_playbook
+from reliability import REPO, base_env, bench_cmd, remove_containers, run_playbook
 
 HOST = "rel-a"
 SLOW = "slow-mtp2"
@@ -46,7 +46,7 @@ def resumed(tmp_path_factory):
     first = results / "relresume" / HOST / "nvidia-bare.json"
     lines: list[str] = []
     try:
-        proc = subprocess.Popen(playbook_cmd(HOST, "relresume", "-e", SELECT), cwd=REPO, env=base_env(results, hf),
+        proc = subprocess.Popen(bench_cmd(HOST, "relresume", "-e", SELECT), cwd=REPO, env=base_env(results, hf),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         # Read the output as it comes (a full pipe would stall the play) and see where it is.
         reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)

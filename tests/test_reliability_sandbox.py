@@ -14,7 +14,7 @@ import pytest
 from sparkbench import measure as M
 from sparkbench.measure import sandbox as measure_sandbox
 
-from test_reliability_common import REPO
+from reliability import REPO
 
 QUALITY = json.loads((REPO / "profiles" / "quality.json").read_text(encoding="utf-8"))
 CODE_Q = next(q for q in QUALITY["questions"] if q["id"] == "code")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from test_reliability_common import INVENTORY, REPO, base_env, remove_containers
+from reliability import INVENTORY, REPO, base_env, remove_containers
 
 HOST = "rel-b"
 PORT = 18602

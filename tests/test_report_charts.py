@@ -11,7 +11,8 @@ import pytest
 from sparkbench.report import charts
 from sparkbench.report.compare import fleet_compare
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 RUNS = REPO / "tests" / "fixtures" / "runs"
 
 

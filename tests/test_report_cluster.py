@@ -23,7 +23,8 @@ from sparkbench.report import compare
 from sparkbench.report import numbers as n
 from sparkbench.report.charts import fleet_bars
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 RUNS = REPO / "tests" / "fixtures" / "runs"
 PAIR = RUNS / "pair-sim"
 SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))

@@ -18,7 +18,8 @@ import pytest
 
 from sparkbench.report import cli, drift, load
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
 FLEET = REPO / "tests" / "fixtures" / "runs" / "fleet-sim"
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
 from sparkbench.report import compare
 from sparkbench.report import numbers as rt
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 RUNS = REPO / "tests" / "fixtures" / "runs"
 
 

@@ -23,7 +23,8 @@ from sparkbench.measure.tool_judge import summarise_tools
 from sparkbench.report import cli, compare, numbers, sections, terminal
 from sparkbench.report.terminal import terminal_table
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
 VALIDATOR = jsonschema.Draft202012Validator(json.loads((REPO / "schema" / "result.schema.json").read_text()))
 

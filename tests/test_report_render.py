@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 RUNS = REPO / "tests" / "fixtures" / "runs"
 RENDER = [sys.executable, "-m", "sparkbench.report"]
 

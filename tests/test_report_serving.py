@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 from sparkbench.report import cli, numbers, sections
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "runs"
+from helpers import REPO
+
+FIXTURES = REPO / "tests" / "fixtures" / "runs"
 
 
 def docs(run: str) -> list[dict]:

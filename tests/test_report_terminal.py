@@ -5,7 +5,6 @@ file and names it."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,9 +14,9 @@ import pytest
 
 from sparkbench.report.terminal import REAL_LABEL, SIMULATED_LABEL, terminal_table
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO, run_playbook
+
 RUNS = REPO / "tests" / "fixtures" / "runs"
-BIN = Path(sys.executable).parent
 
 
 def render(run: Path, *args: str) -> dict:
@@ -112,11 +111,8 @@ def test_report_playbook_writes_a_report_beside_a_corrupt_result_file(tmp_path: 
     shutil.copytree(RUNS / "fleet-sim", results / "fleet-sim")
     run = results / "fleet-sim"
     (run / "spark-sim02" / "nvidia-bare.json").write_text('{"status": "complete", "single": ', encoding="utf-8")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               PATH=f"{BIN}:{os.environ.get('PATH', '')}")
-    proc = subprocess.run([str(BIN / "ansible-playbook"), "playbooks/report.yml", "-e", "run=fleet-sim",
-                           "-e", f"bench_results_dir={results}"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_playbook("playbooks/report.yml", "-e", "run=fleet-sim", "-e", f"bench_results_dir={results}",
+                        timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     md = (run / "report.md").read_text(encoding="utf-8")
     assert "spark-sim02/nvidia-bare.json: not valid JSON" in md

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 FIX = REPO / "tests" / "fixtures" / "runner"
 CLI = REPO / "scripts" / "sparkbench"
 
 
-from sparkbench.runner import (EXIT_HOST_FAILED, EXIT_PLAYBOOK_ERROR, EXIT_USAGE,  # noqa: E402
-                               EXIT_VARIANT_FAILED, run_bench)
+from sparkbench.runner import EXIT_HOST_FAILED, EXIT_PLAYBOOK_ERROR, EXIT_USAGE, EXIT_VARIANT_FAILED, run_bench  # noqa: E402
 
 TWO = json.dumps({"fake_variants": [{"name": "alpha-bare", "build": "alpha", "config": "bare", "tok": 50.0, "order": 1},
                                     {"name": "beta-bare", "build": "beta", "config": "bare", "tok": 45.0, "order": 2}],

@@ -138,6 +138,7 @@ def test_tty_view_redraws_a_table():
 
 def test_extravars_parsing_and_secret_names(tmp_path):
     import pytest
+
     from sparkbench.runner.api import UsageError, parse_extravars
     f = tmp_path / "v.yml"
     f.write_text("bench_select: [nvidia-bare]\n")

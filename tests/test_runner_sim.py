@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 INV = REPO / "tests" / "fixtures" / "runner" / "sim_inventory"
 
 pytestmark = pytest.mark.skipif(

@@ -10,6 +10,8 @@ import pytest
 
 from sparkbench import verdict as vd
 
+from helpers import REPO
+
 
 def noisy(center: float, n: int, sd: float, rng: random.Random) -> list[float]:
     return [center * math.exp(rng.gauss(0.0, sd)) for _ in range(n)]
@@ -134,8 +136,7 @@ def test_accuracy_benchmark_scores_the_sign_and_merges_shards():
     """bench/verdict_accuracy.py: "correct" at d > 0 is "differs" with the right (negative) sign;
     shards of one point are pooled."""
     import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(REPO / "bench"))
     import verdict_accuracy as va
     shard = {"diff_pct": 3.0, "spreads": [0.02, 0.018], "wall_s": 10.0, "load1": 0.5,
              "verdicts": [{"kind": "differs", "pct": -3.1, "mdd_pct": 2.0},

@@ -1,4 +1,4 @@
-"""Shared helpers of the reliability suite (no tests here; imported by tests/test_reliability_*.py): run bench.yml on the
+"""The reliability suite's runs (imported by tests/test_reliability_*.py): run bench.yml on the
 reliability fixture fleet with real ansible-playbook and a real Docker engine, read its per-host
 messages, list the containers it created, and clean up.
 
@@ -9,19 +9,17 @@ test's tmp_path (SPARKBENCH_TEST_RESULTS / SPARKBENCH_TEST_HF_CACHE).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import REPO, ansible_env, playbook_cmd
+
 FIXTURES = REPO / "tests" / "fixtures" / "reliability"
 INVENTORY = FIXTURES / "inventory"
-VENV_BIN = Path(sys.executable).parent
 CONTAINER_PREFIXES = ("sparkbench-vllm-", "sparkbench-probe-", "sparkbench-download-")
 
 
@@ -72,20 +70,14 @@ def remove_containers(hosts: list[str]) -> None:
 
 
 def base_env(results: Path, hf_cache: Path, **extra: str) -> dict[str, str]:
-    """The environment of a test run: no token or key from the caller's shell, fixture paths."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "SPARKBENCH_API_KEY")}
-    env.update({"PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
-                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
-                "SPARKBENCH_TEST_RESULTS": str(results), "SPARKBENCH_TEST_HF_CACHE": str(hf_cache)})
-    env.update(extra)
-    return env
+    """The environment of a test run (``helpers.ansible_env``) with the fixture paths."""
+    return ansible_env(SPARKBENCH_TEST_RESULTS=str(results), SPARKBENCH_TEST_HF_CACHE=str(hf_cache), **extra)
 
 
-def playbook_cmd(limit: str, run_id: str, *extra_args: str) -> list[str]:
+def bench_cmd(limit: str, run_id: str, *extra_args: str) -> list[str]:
     """ansible-playbook bench.yml on the project + fixture inventories."""
-    return [str(VENV_BIN / "ansible-playbook"), "-i", str(REPO / "inventory"), "-i", str(INVENTORY),
-            "-l", limit, str(REPO / "bench.yml"), "-e", f"bench_run_id={run_id}", *extra_args]
+    return playbook_cmd(REPO / "bench.yml", "-e", f"bench_run_id={run_id}", *extra_args,
+                        inventories=[REPO / "inventory", INVENTORY], limit=limit)
 
 
 def run_playbook(tmp: Path, limit: str, run_id: str, *extra_args: str, env_extra: dict | None = None,
@@ -95,7 +87,7 @@ def run_playbook(tmp: Path, limit: str, run_id: str, *extra_args: str, env_extra
     results.mkdir(exist_ok=True)
     hf.mkdir(exist_ok=True)
     since = time.time() - 1
-    proc = subprocess.run(playbook_cmd(limit, run_id, *extra_args), cwd=REPO, capture_output=True, text=True,
+    proc = subprocess.run(bench_cmd(limit, run_id, *extra_args), cwd=REPO, capture_output=True, text=True,
                           env=base_env(results, hf, **(env_extra or {})), timeout=timeout)
     until = time.time() + 1
     return PlaybookRun(rc=proc.returncode, output=proc.stdout + proc.stderr,

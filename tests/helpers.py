@@ -1,0 +1,50 @@
+"""What many test files share: the repository's paths and how a test runs a playbook.
+
+``REPO`` is the checkout, ``BIN`` the virtualenv's bin folder (ansible-playbook, molecule, the
+sparkbench console script). ``playbook_cmd`` spells an ``ansible-playbook`` command line once;
+``ansible_env`` is the environment a test runs it in (the repository's ansible.cfg, no colour, no
+token or API key inherited from the caller's shell); ``run_playbook`` runs one to the end.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+FIXTURES = REPO / "tests" / "fixtures"
+#: Variables a test must never inherit from the caller's shell (secrets).
+SECRET_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "SPARKBENCH_API_KEY")
+
+
+def ansible_env(**extra: str) -> dict[str, str]:
+    """The environment of a playbook run in a test: the venv first on PATH, the repository's
+    ansible.cfg, no colour, no secret from the caller's shell; ``extra`` on top."""
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_VARIABLES}
+    env.update({"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
+                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"})
+    env.update(extra)
+    return env
+
+
+def playbook_cmd(playbook: str | Path, *args: str, inventories: list[str | Path] | None = None,
+                 limit: str | None = None, lock: str | None = None) -> list[str]:
+    """``ansible-playbook [-i INV ...] [-l LIMIT] PLAYBOOK ARGS`` from the venv; ``lock``: run it
+    under ``flock LOCK`` (tests that share the simulated fleet's containers take turns)."""
+    cmd = ["flock", lock] if lock else []
+    cmd.append(str(BIN / "ansible-playbook"))
+    for inv in inventories or []:
+        cmd += ["-i", str(inv)]
+    if limit:
+        cmd += ["-l", limit]
+    return cmd + [str(playbook), *args]
+
+
+def run_playbook(playbook: str | Path, *args: str, inventories: list[str | Path] | None = None,
+                 limit: str | None = None, lock: str | None = None, env: dict[str, str] | None = None,
+                 timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run a playbook from the repository's root to the end; stdout and stderr captured as text."""
+    return subprocess.run(playbook_cmd(playbook, *args, inventories=inventories, limit=limit, lock=lock),
+                          cwd=REPO, capture_output=True, text=True, env=env or ansible_env(), timeout=timeout)
