@@ -9,7 +9,9 @@
         launch_failure: "{{ vllm_server_failure | default({}) }}"
         failed: "{{ ansible_failed_result | default({}) }}"
         reason: "..."                    # stage host: why the host failed
-        drop_caches: "{{ bench_drop_caches_outcome | default({}) }}"   # → protocol.drop_caches
+        drop_caches: {requested: "{{ bench_drop_caches | bool }}", run: "{{ bench_drop_caches_run }}"}
+                                         # a single-host variant: whether the page cache was to be dropped
+                                         # and the drop task's registered result → protocol.drop_caches
         cluster: {spec: ..., state: ..., serving: ...}   # a cluster variant: the Ray cluster's check → cluster block
     - sparkbench_result: {plan: "{{ bench_plan }}", stage: host, ok: false, reason: "..."}   # every variant
 
@@ -43,6 +45,9 @@ class ActionModule(ControllerAction):
                 secrets.append(self._templar.template(task_vars[name]) if name in task_vars else None)
             except Exception:  # an undefined vault variable: the pattern-based redaction still applies
                 continue
+        # protocol.drop_caches from the drop task's registered result (none for a cluster variant).
+        dc = args.get("drop_caches") or {}
+        drop_caches = result_mod.drop_caches_outcome(dc.get("requested"), dc.get("run")) if dc else None
         # A whole plan (a host failure): its single-unit and its cluster variants.
         entries = (list(args["plan"]["variants"]) + list(args["plan"].get("cluster_variants") or [])
                    if args.get("plan") else [args["entry"]])
@@ -51,7 +56,7 @@ class ActionModule(ControllerAction):
                                      launch_failure=args.get("launch_failure") or None,
                                      failed=args.get("failed") or None, reason=args.get("reason"),
                                      secret_values=[str(s) for s in secrets if s],
-                                     drop_caches=args.get("drop_caches") or None,
+                                     drop_caches=drop_caches,
                                      cluster=args.get("cluster") or None)
                    for e in entries]
         out = {"changed": True, "records": records}

@@ -317,27 +317,39 @@ def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, l
     return failure(stage, reason or (failed or {}).get("msg")), None
 
 
-def drop_caches_outcome(raw: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``protocol.drop_caches`` from the playbook's outcome (``{requested, done, reason}``, values
-    possibly strings from Jinja): booleans, and ``reason`` None when the drop was done."""
-    if not raw:
-        return None
-
-    def flag(v: Any) -> bool:
-        return v.strip().lower() in ("1", "true", "yes", "on") if isinstance(v, str) else bool(v)
-
-    done = flag(raw.get("done"))
-    why = str(raw.get("reason") or "").strip()
-    return {"requested": flag(raw.get("requested")), "done": done,
-            "reason": None if done or why in ("", "None") else why}
+def _flag(value: Any) -> bool:
+    """A boolean as Ansible may pass it (True, or the strings 'true', 'yes', 'on', '1')."""
+    return value.strip().lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
 
 
-def with_drop_caches(doc: dict[str, Any], raw: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The document with the controller's page-cache outcome in ``protocol.drop_caches`` (a
-    document without a protocol block gets one holding only that and no flags)."""
-    outcome = drop_caches_outcome(raw)
-    if outcome is None:
+#: protocol.drop_caches.reason of a run that did not ask for the drop.
+DROP_CACHES_NOT_REQUESTED = "not requested (bench_drop_caches: false)"
+
+
+def drop_caches_outcome(requested: Any, run: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``protocol.drop_caches`` ``{requested, done, reason}`` from ``bench_drop_caches`` and the
+    registered result of variant.yml's drop task (``sync; echo 3 > /proc/sys/vm/drop_caches``, which
+    never fails the variant): done when it exited 0; else why not, from its stderr, else Ansible's
+    message (a become without sudo, an unreachable host), else 'no message'."""
+    if not _flag(requested):
+        return {"requested": False, "done": False, "reason": DROP_CACHES_NOT_REQUESTED}
+    run = run or {}
+    if run.get("rc", 1) == 0:
+        return {"requested": True, "done": True, "reason": None}
+    why = str(run.get("stderr") or "").strip() or str(run.get("msg") or "").strip() or "no message"
+    return {"requested": True, "done": False, "reason": f"could not drop the page cache: {why}"}
+
+
+def with_drop_caches(doc: dict[str, Any], outcome: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The document with the page-cache outcome (:func:`drop_caches_outcome`) in
+    ``protocol.drop_caches`` (a document without a protocol block gets one holding only that and no
+    flags). No outcome (a cluster variant, a host failure): the document as it is."""
+    if not outcome:
         return doc
+    done = _flag(outcome.get("done"))
+    why = str(outcome.get("reason") or "").strip()
+    outcome = {"requested": _flag(outcome.get("requested")), "done": done,
+               "reason": None if done or why in ("", "None") else why}
     proto = doc.get("protocol")
     return {**doc, "protocol": {**proto, "drop_caches": outcome} if isinstance(proto, Mapping)
             else {"drop_caches": outcome, "flags": []}}
@@ -352,6 +364,8 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
     ``secret_values``: the run's secrets (HF token, API key), masked in anything taken from the
     server log (``kernels``). A failed variant's document carries ``kernels`` too when a log says
     any: the startup log of a server that became ready, else the failed container's log tail.
+
+    ``drop_caches`` (a single-host variant): :func:`drop_caches_outcome`, into ``protocol.drop_caches``.
 
     ``cluster`` (a cluster variant, ``entry["cluster"]``): ``{spec, state, serving}`` — the plan's
     cluster spec, the ray_cluster role's check before the launch and its snapshot while the model
@@ -385,7 +399,7 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
             doc = {**doc, "kernels": kernels}
     if entry.get("bracket"):  # a bracket run (sparkbench.plan.bracket_entry): <variant>.bracket.json
         doc = {**doc, "bracket": {"of": str(entry["bracket"]["of"]), "position": str(entry["bracket"]["position"])}}
-    doc = with_drop_caches(doc, drop_caches)  # protocol.drop_caches: bench_drop_caches' outcome
+    doc = with_drop_caches(doc, drop_caches)  # protocol.drop_caches: the page-cache drop's outcome
     if entry.get("cluster") and cluster.get("spec"):
         serving = cluster.get("serving") or {}
         doc = {**doc, "cluster": cluster_mod.cluster_block(

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 
 from conftest import image_present
-import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

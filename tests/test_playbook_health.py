@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import image_present
-import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

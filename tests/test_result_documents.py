@@ -154,6 +154,43 @@ def test_measurement_failures(host_plan, run, reason):
     assert doc["errors"] and all(isinstance(e, dict) for e in doc["errors"])
 
 
+NOT_REQUESTED = {"requested": False, "done": False, "reason": "not requested (bench_drop_caches: false)"}
+READ_ONLY = "/bin/sh: 1: cannot create /proc/sys/vm/drop_caches: Read-only file system"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("requested, run, outcome", [
+    # bench_drop_caches false: the drop task was skipped (or is an earlier variant's), never read.
+    (False, {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}, NOT_REQUESTED),
+    (False, {"rc": 0}, NOT_REQUESTED),
+    ("false", None, NOT_REQUESTED),
+    (True, {"rc": 0, "stdout": "", "stderr": ""}, {"requested": True, "done": True, "reason": None}),
+    ("yes", {"rc": 0}, {"requested": True, "done": True, "reason": None}),
+    (True, {"rc": 2, "stderr": READ_ONLY + "\n", "msg": "non-zero return code"},
+     {"requested": True, "done": False, "reason": "could not drop the page cache: " + READ_ONLY}),
+    # A become that cannot happen (no sudo) or an unreachable host: no rc, Ansible's message.
+    (True, {"failed": True, "msg": " Missing sudo password "},
+     {"requested": True, "done": False, "reason": "could not drop the page cache: Missing sudo password"}),
+    (True, {"unreachable": True, "msg": "Failed to connect to the host via ssh"},
+     {"requested": True, "done": False, "reason": "could not drop the page cache: Failed to connect to the host via ssh"}),
+    (True, {"rc": 1, "stderr": " ", "msg": ""},
+     {"requested": True, "done": False, "reason": "could not drop the page cache: no message"}),
+    (True, None, {"requested": True, "done": False, "reason": "could not drop the page cache: no message"}),
+])
+def test_drop_caches_outcome_from_the_drop_task(requested, run, outcome):
+    assert result.drop_caches_outcome(requested, run) == outcome
+
+
+@pytest.mark.unit
+def test_drop_caches_outcome_reaches_the_document(host_plan):
+    crashed = {"issue": None, "reason": "container exited", "remedy": None, "log_excerpt": ""}
+    outcome = result.drop_caches_outcome(True, {"rc": 1, "stderr": READ_ONLY})
+    doc = written(result.record(entry(host_plan), HOST, "launch", False, launch_failure=crashed, drop_caches=outcome))
+    assert doc["protocol"] == {"drop_caches": outcome, "flags": []}
+    # No outcome (a cluster variant, a host failure): no protocol block from the controller.
+    assert "protocol" not in written(result.record(entry(host_plan), HOST, "launch", False, launch_failure=crashed))
+
+
 def test_host_failure_is_recorded_for_every_planned_variant(host_plan):
     recs = [result.record(e, HOST, "host", False, reason="Spark host | require a Docker engine: not reachable")
             for e in host_plan["variants"]]
