@@ -1,4 +1,11 @@
-"""Shared pytest fixtures: ``REPO_ROOT`` and ``sim_factory`` (the simulator as a real process).
+"""Shared pytest fixtures: ``REPO_ROOT`` and ``sim_factory`` (the simulator as a real process),
+and the test layers.
+
+Every test carries one layer marker (registered in pyproject.toml; a test without one is a
+collection error): ``unit`` (no subprocess, server or Docker: a unit test that starts a process or
+opens a connection fails), ``sim`` (the simulator, as a process or its image), ``ansible``
+(ansible-playbook, ansible-runner or Molecule), ``real`` (real vLLM, the CPU image), ``ssh``
+(units reached over SSH). ``pytest -m unit`` runs the fast layer alone.
 
 Usage::
 
@@ -26,6 +33,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("unit", "sim", "ansible", "real", "ssh")
 SIM_DIR = REPO_ROOT / "scripts" / "vllm_sim"
 DEFAULT_MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 # Fast defaults for tests: short simulated load, no jitter unless a test asks for it.
@@ -248,3 +256,57 @@ def real_vllm():
         yield server
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test has a layer marker (docs/ARCHITECTURE.md, "Tests")."""
+    missing = [item.nodeid for item in items if not any(item.get_closest_marker(m) for m in LAYERS)]
+    if missing:
+        raise pytest.UsageError(f"{len(missing)} test(s) without a layer marker ({', '.join(LAYERS)}); mark the "
+                                "module (pytestmark = pytest.mark.unit) or the test: " + ", ".join(missing[:10]))
+
+
+def _warm_font_cache() -> None:
+    """matplotlib lists the system's fonts with fc-list once per machine: before any unit test runs."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.font_manager  # noqa: F401
+    except ImportError:
+        pass
+
+
+_warm_font_cache()
+
+
+#: Programs libraries run to look something up (ctypes.util.find_library, matplotlib's font list):
+#: not a process a test starts.
+LIBRARY_PROBES = ("ldconfig", "fc-list")
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_stay_in_process(request, monkeypatch):
+    """A ``unit`` test that starts a process or connects a socket fails, naming what it did (even
+    when the code under test caught the error)."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    seen: list[str] = []
+    popen_init = subprocess.Popen.__init__
+
+    def no_process(self, args, *a, **k):
+        argv0 = args if isinstance(args, str) else str(list(args)[0]) if args else ""
+        if os.path.basename(argv0.split()[0] if argv0 else "") in LIBRARY_PROBES:
+            return popen_init(self, args, *a, **k)
+        seen.append(f"started a process ({args!r})")
+        raise OSError(f"a unit test started a process ({args!r}): mark it sim, ansible or real")
+
+    def no_connection(self, address):
+        seen.append(f"connected to {address!r}")
+        raise OSError(f"a unit test connected to {address!r}: mark it sim, ansible or real")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    monkeypatch.setattr(socket.socket, "connect", no_connection)
+    yield
+    if seen:
+        pytest.fail(f"a unit test {seen[0]}: mark it sim, ansible or real", pytrace=False)

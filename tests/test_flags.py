@@ -18,6 +18,7 @@ from helpers import REPO, run_playbook
 DATA = REPO / "sparkbench" / "data" / "vllm_args"
 
 
+@pytest.mark.unit
 def test_each_schema_says_how_it_was_extracted():
     for version in flags.stored_versions():
         doc = json.loads((DATA / f"{version}.json").read_text())
@@ -27,6 +28,7 @@ def test_each_schema_says_how_it_was_extracted():
     assert not full.get("partial") and len(full["options"]) > 250  # the wheel's whole `vllm serve` parser
 
 
+@pytest.mark.sim
 def test_the_stored_simulator_schema_is_what_the_simulator_accepts_now():
     out = subprocess.run([sys.executable, str(REPO / "scripts" / "vllm_sim"), "args-schema"], capture_output=True,
                          text=True, env={**os.environ, "VLLM_SIM_VERSION": "0.25.0"}, timeout=60, check=True).stdout
@@ -40,6 +42,7 @@ def test_the_stored_simulator_schema_is_what_the_simulator_accepts_now():
 SIM_LAXER = {"--dtype", "--kv-cache-dtype", "--uvicorn-log-level"}
 
 
+@pytest.mark.unit
 def test_simulator_025_parser_agrees_with_vllm_032_where_the_versions_agree():
     sim = json.loads((DATA / "0.25.0.json").read_text())["options"]
     real = {f: o for o in json.loads((DATA / "0.32.0.json").read_text())["options"] for f in o["flags"]}
@@ -55,6 +58,7 @@ def test_simulator_025_parser_agrees_with_vllm_032_where_the_versions_agree():
             assert set(o["choices"]) <= set(r["choices"]), (o["name"], set(o["choices"]) - set(r["choices"]))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("args, version, reason, remedy", [
     ({"max-num-seqz": 8}, "0.25.0", "--max-num-seqz is not a vLLM flag", "use --max-num-seqs"),
     ({"gpu-memory-utilization": 1.5}, "0.25.0", "outside the allowed range (> 0 and ≤ 1)", "allowed: > 0 and ≤ 1"),
@@ -74,11 +78,13 @@ def test_a_wrong_flag_is_named_with_the_fix(args, version, reason, remedy):
     assert f"vLLM {version}" in problems[0]["reason"]
 
 
+@pytest.mark.unit
 def test_a_version_without_a_schema_uses_the_nearest_and_says_so():
     p = flags.flag_problems({"max-num-seqz": 1}, "0.40.1")
     assert "nearest version with a stored schema; none for 0.40.1" in p[0]["reason"]
 
 
+@pytest.mark.unit
 def test_every_variant_in_the_inventory_passes():
     """No false alarm on the matrices we ship (the seed's, the backend set, every group's)."""
     for group in sorted((REPO / "inventory" / "group_vars").iterdir()):
@@ -97,6 +103,7 @@ def test_every_variant_in_the_inventory_passes():
             assert flags.flag_problems(variant["args"], version or "0.25.0") == [], (group.name, variant["name"])
 
 
+@pytest.mark.ansible
 def test_the_dry_run_names_the_wrong_flags_before_anything_starts(tmp_path):
     extra = [{"name": "typo", "build": "nvidia", "config": "bare", "args": {"max-num-seqz": 8}},
              {"name": "too-much", "build": "nvidia", "config": "bare", "args": {"gpu-memory-utilization": 1.5}}]

@@ -53,6 +53,7 @@ def by_host(judgement: dict) -> dict:
     return {u["host"]: u for u in judgement["units"]}
 
 
+@pytest.mark.unit
 def test_healthy_fleet_is_not_flagged():
     for seed in range(20):
         noise = (0.005, 0.01, 0.03)[seed % 3]
@@ -66,6 +67,7 @@ def test_healthy_fleet_is_not_flagged():
             assert peers["threshold_pct"] >= max(health.DEFAULT_FLOOR_PCT, peers["mdd_pct"])
 
 
+@pytest.mark.unit
 def test_clock_capped_unit_is_slow_with_the_clock_as_cause_and_the_unplug_remedy():
     j = health.judge(fleet(rate=60.0 * 0.4, clock=850.0, power=30.0))
     u = by_host(j)["spark-sim03"]
@@ -82,6 +84,7 @@ def test_clock_capped_unit_is_slow_with_the_clock_as_cause_and_the_unplug_remedy
     assert {by_host(j)[h]["verdict"] for h in ("spark-sim01", "spark-sim02")} == {"healthy"}
 
 
+@pytest.mark.unit
 def test_slow_unit_whose_only_difference_is_its_driver_names_the_driver():
     # The default inventory's spark-sim03: ~8 % slower (efficiency 0.89) with an older driver.
     j = health.judge(fleet(rate=60.0 * 0.92, driver=OLD_DRIVER))
@@ -92,6 +95,7 @@ def test_slow_unit_whose_only_difference_is_its_driver_names_the_driver():
     assert f"install the peers' driver ({DRIVER})" in u["remedy"]
 
 
+@pytest.mark.unit
 def test_different_driver_on_a_unit_that_is_not_slow_is_reported_not_flagged():
     j = health.judge(fleet(driver=OLD_DRIVER))
     u = by_host(j)["spark-sim03"]
@@ -99,6 +103,7 @@ def test_different_driver_on_a_unit_that_is_not_slow_is_reported_not_flagged():
     assert f"reported, not flagged: driver {OLD_DRIVER} (peers {DRIVER})" in u["line"]
 
 
+@pytest.mark.unit
 def test_one_bad_unit_of_three_moves_neither_centre_nor_spread():
     j = health.judge(fleet(rate=30.0))
     units = by_host(j)
@@ -114,6 +119,7 @@ def test_one_bad_unit_of_three_moves_neither_centre_nor_spread():
     assert units["spark-sim03"]["causes"] == ["no telemetry or manifest difference explains it"]
 
 
+@pytest.mark.unit
 def test_failed_units_carry_the_stage_and_reason():
     failed_doc = canary("spark-sim02", status="failed")
     failed_doc["failure"] = {"stage": "launch", "reason": "container exited (EngineDeadError)", "remedy": "read the log"}
@@ -130,6 +136,7 @@ def test_failed_units_carry_the_stage_and_reason():
     assert "3 needed" in u["spark-sim01"]["line"] and u["spark-sim01"]["verdict"] == "healthy"
 
 
+@pytest.mark.unit
 def test_own_history_flags_a_lone_unit_that_slowed_down():
     past = {**canary("spark01", 60.0, seed=1), "_run_id": "health-old"}
     j = health.judge([{"host": "spark01", "doc": canary("spark01", 50.0, seed=2)}], {"spark01": past})
@@ -139,6 +146,7 @@ def test_own_history_flags_a_lone_unit_that_slowed_down():
     assert same["units"][0]["verdict"] == "healthy"
 
 
+@pytest.mark.unit
 def test_canary_variables_and_their_errors():
     v = health.canary_variables({"bench_health_canary": "nvidia-bare", "llm_bench_concurrency": [2, 4, 8],
                                  "bench_health_output_tokens": 64})
@@ -151,6 +159,7 @@ def test_canary_variables_and_their_errors():
         health.canary_variables({"bench_health_canary": "x", "bench_health_runs": 3})
 
 
+@pytest.mark.unit
 def test_health_files(tmp_path: Path):
     j = health.judge(fleet(rate=24.0, clock=850.0))
     paths = health.write(tmp_path / "R1", j, "R1")
@@ -173,6 +182,7 @@ def store(results: Path, run_id: str, doc: dict, verdicts: dict | None = None) -
     return path
 
 
+@pytest.mark.unit
 def test_history_index_is_rebuilt_when_missing_or_stale(tmp_path: Path):
     res = tmp_path / "results"
     store(res, "R1", canary("spark-sim01", 60.0, run_id="R1"), {"spark-sim01": "healthy"})
@@ -203,6 +213,7 @@ def test_history_index_is_rebuilt_when_missing_or_stale(tmp_path: Path):
     assert history.staleness(res) == "run R1 is indexed but no longer stored"
 
 
+@pytest.mark.ansible
 def test_history_command_prints_the_trend(tmp_path: Path):
     res = tmp_path / "results"
     for i, rate in enumerate((60.0, 59.0, 48.0)):
@@ -222,6 +233,7 @@ def test_history_command_prints_the_trend(tmp_path: Path):
     assert nodir.returncode == 4 and "--results-dir" in nodir.stderr and not (tmp_path / "nope").exists()
 
 
+@pytest.mark.unit
 def test_report_draws_the_hosts_trend_without_writing_an_index(tmp_path: Path):
     from sparkbench.report import sections
     res = tmp_path / "results"
@@ -235,6 +247,7 @@ def test_report_draws_the_hosts_trend_without_writing_an_index(tmp_path: Path):
     assert sections.history_trend(res / "R1", []) == []
 
 
+@pytest.mark.sim
 def test_every_unit_of_the_inventory_names_a_canary_of_its_own_matrix():
     from test_inventory import inventory
 

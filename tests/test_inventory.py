@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 import yaml
 
 from sparkbench import matrix as vm  # noqa: E402
@@ -19,6 +20,7 @@ def inventory() -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.sim
 def test_fleet_groups_hosts_and_simulator_settings():
     inv = inventory()
     hv = inv["_meta"]["hostvars"]
@@ -42,6 +44,7 @@ def test_fleet_groups_hosts_and_simulator_settings():
     assert "ansible_connection" not in hv["spark01"] and not hv["spark01"].get("sparkbench_gpu_less")
 
 
+@pytest.mark.unit
 def test_group_vars_hold_the_seed_matrix_and_settings():
     matrix = yaml.safe_load((REPO / "inventory/group_vars/all/matrix.yml").read_text())
     bench = yaml.safe_load((REPO / "inventory/group_vars/all/bench.yml").read_text())
@@ -67,6 +70,7 @@ def test_group_vars_hold_the_seed_matrix_and_settings():
     assert bench["bench_bracket"] is True and bench["llm_bench_target_precision_pct"] is None
 
 
+@pytest.mark.ansible
 def test_playbooks_pass_syntax_check():
     env = ansible_env()
     for pb in ("bench.yml", "playbooks/provision.yml", "playbooks/report.yml", "playbooks/teardown.yml",

@@ -15,6 +15,8 @@ from sparkbench.errors import InputError
 
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 ISSUES = yaml.safe_load((REPO / "roles/vllm_server/files/known_issues.yml").read_text())
 HW = json.loads((REPO / "profiles/hardware/dgx-spark.json").read_text())
 NV_MODEL = json.loads((REPO / "profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())

@@ -19,6 +19,7 @@ from sparkbench import measure as M
 from sparkbench.measure.phases.rate_search import bounds
 
 pytestmark = pytest.mark.unit
+pytestmark = [pytestmark, pytest.mark.unit]
 
 approx = pytest.approx
 

@@ -36,6 +36,7 @@ def _parse(*args: str):
 
 
 @pytest.mark.unit
+@pytest.mark.unit
 def test_parser_and_settings_defaults_come_from_the_table() -> None:
     parser = cli.build_parser()
     for o in OPTIONS:
@@ -45,6 +46,7 @@ def test_parser_and_settings_defaults_come_from_the_table() -> None:
     assert {k: inv[f"llm_bench_{k}"] for k in settings.DEFAULTS} == settings.DEFAULTS
 
 
+@pytest.mark.unit
 @pytest.mark.unit
 def test_every_bound_is_enforced_alike_on_the_command_line_and_in_the_inventory() -> None:
     """The value just past a bound is refused by measure's parser (exit 2, naming the flag) and by
@@ -67,6 +69,7 @@ def test_every_bound_is_enforced_alike_on_the_command_line_and_in_the_inventory(
 
 
 @pytest.mark.unit
+@pytest.mark.unit
 def test_prefix_requests_needs_a_warm_request_on_both_sides() -> None:
     """The first prefix-cache request fills the cache: 2 is the fewest that measure a warm one,
     on the command line and in the inventory alike."""
@@ -75,6 +78,7 @@ def test_prefix_requests_needs_a_warm_request_on_both_sides() -> None:
     assert any("llm_bench_prefix_requests is 1" in e for e in settings.settings_errors({"prefix_requests": 1}))
 
 
+@pytest.mark.unit
 @pytest.mark.unit
 def test_measure_argv_round_trips_every_setting() -> None:
     """Every setting of a plan reaches measure's parser with its value (every phase on)."""
@@ -97,6 +101,7 @@ def test_measure_argv_round_trips_every_setting() -> None:
 
 
 @pytest.mark.unit
+@pytest.mark.unit
 def test_docs_options_table_is_the_table() -> None:
     text = (REPO / "docs" / "MEASUREMENT.md").read_text()
     start = text.index("<!-- options table: generated from sparkbench/measure/options.py -->")
@@ -111,6 +116,7 @@ def _functions(tree: ast.AST):
             yield node
 
 
+@pytest.mark.unit
 @pytest.mark.unit
 def test_package_is_small_modules_of_short_functions_with_relative_imports_only() -> None:
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
@@ -131,6 +137,7 @@ def test_package_is_small_modules_of_short_functions_with_relative_imports_only(
 
 
 @pytest.mark.unit
+@pytest.mark.unit
 def test_phases_are_registered_in_run_order() -> None:
     from sparkbench.measure.phases import PHASES
     assert [p.name for p in PHASES] == ["warmup", "single", "parallel", "context", "prefix_cache", "multi_turn",
@@ -141,6 +148,7 @@ def test_phases_are_registered_in_run_order() -> None:
     assert len([p for p in PHASES if p.enabled(a)]) == 9
 
 
+@pytest.mark.unit
 @pytest.mark.unit
 def test_bench_modules_import() -> None:
     """bench/*.py import measure's internals: every module imports, and what they read is there."""
@@ -153,6 +161,7 @@ def test_bench_modules_import() -> None:
         sys.path.remove(str(REPO / "bench"))
 
 
+@pytest.mark.unit
 @pytest.mark.unit
 def test_zipapp_is_reproducible_and_holds_the_package(tmp_path: Path) -> None:
     a = measure_bundle.build(tmp_path / "a.pyz")
@@ -172,6 +181,7 @@ def _system_python() -> str:
     return shutil.which("python3") or sys.executable
 
 
+@pytest.mark.sim
 @pytest.mark.sim
 def test_copies_outside_the_repository_measure_the_simulator(sim_factory, tmp_path: Path) -> None:
     """measure.pyz (``python3 -I``, as llm_bench runs it) and a copy of the package directory

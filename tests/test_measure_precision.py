@@ -46,6 +46,7 @@ def measure(base_url: str, *args: str) -> tuple[int, dict | None, str]:
     return p.returncode, doc, p.stderr
 
 
+@pytest.mark.sim
 def test_every_request_keeps_its_per_token_gaps(sim_factory) -> None:
     """MTP (2-3 tokens a chunk): k gaps of g/k per chunk; the gaps of a request add up to the
     time from its first to its last chunk, which is what its decode rate divides by."""
@@ -72,6 +73,7 @@ def test_every_request_keeps_its_per_token_gaps(sim_factory) -> None:
     assert doc["single"]["precision"] is None and doc["settings"]["target_precision_pct"] is None
 
 
+@pytest.mark.unit
 def test_a_request_without_gaps_says_why() -> None:
     """Streams as a server without per-chunk token counts, a burst and a failure deliver them:
     itl_ms is null with the reason (RequestRecord.run_fields, the one place both phases build a record)."""
@@ -102,6 +104,7 @@ def test_a_request_without_gaps_says_why() -> None:
     assert rec["itl_ms"] == [12.5, 37.5] and "itl_reason" not in rec
 
 
+@pytest.mark.sim
 def test_precision_target_met_at_once_adds_no_run(sim_factory) -> None:
     # No per-request noise, and requests long enough (64 tokens at 400 tok/s: 160 ms) that the
     # scheduling jitter of a loaded 2-core machine stays well below the 15 % asked for.
@@ -117,6 +120,7 @@ def test_precision_target_met_at_once_adds_no_run(sim_factory) -> None:
     assert "single precision: reached" in err
 
 
+@pytest.mark.sim
 def test_noisy_server_gets_more_runs_until_the_median_is_known(sim_factory) -> None:
     """5 % per-request noise: ±2 % needs about 35 runs, so after the first 3 measure.py adds runs,
     one at a time, and stops at the first run after which the interval is narrow enough (the
@@ -152,6 +156,7 @@ def test_noisy_server_gets_more_runs_until_the_median_is_known(sim_factory) -> N
         assert spread > 0.04, "the noise knob should spread the requests by several %"
 
 
+@pytest.mark.sim
 def test_max_runs_bounds_a_target_that_cannot_be_met(sim_factory) -> None:
     sim = sim_factory(model=MODEL, args=BARE, env={**FAST, "VLLM_SIM_REQUEST_NOISE": "0.05", "VLLM_SIM_SEED": "3"},
                       port=port_in_range())
@@ -163,6 +168,7 @@ def test_max_runs_bounds_a_target_that_cannot_be_met(sim_factory) -> None:
     assert p["achieved_pct"] > 0.01 and "single precision: NOT reached" in err
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("args, message", [
     (["--runs", "5", "--max-runs", "4", "--target-precision", "1"], "argument --max-runs: --max-runs is 4, fewer than --runs 5"),
     (["--max-runs", "10"], "argument --max-runs: --max-runs is 10 but --target-precision is not given"),
@@ -175,12 +181,14 @@ def test_bad_precision_options_are_usage_errors(args, message) -> None:
     assert p.returncode == 2 and message in p.stderr and p.stdout == ""
 
 
+@pytest.mark.unit
 def test_default_runs_is_the_verdict_minimum() -> None:
     from sparkbench import verdict
 
     assert M.build_parser().parse_args(["--base-url", "http://x", "--out", "-"]).runs == 5 == verdict.MIN_REQUESTS
 
 
+@pytest.mark.unit
 def test_median_precision_formula() -> None:
     assert M.median_precision_pct([100.0]) is None and M.median_precision_pct([]) is None
     assert M.median_precision_pct([100.0, 100.0, 100.0]) == 0.0

@@ -54,6 +54,7 @@ def prom_prefix(base_url: str) -> tuple[float, float]:
     return q, h
 
 
+@pytest.mark.unit
 def test_counter_parser_names_and_reason(sim_factory) -> None:
     text = ("# TYPE vllm:prefix_cache_queries counter\n"
             'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 100.0\n'
@@ -69,6 +70,7 @@ def test_counter_parser_names_and_reason(sim_factory) -> None:
     assert M.cached_tokens({"prompt_tokens_details": None}) is None and M.cached_tokens(None) is None
 
 
+@pytest.mark.sim
 def test_prefix_and_multi_turn_with_caching_on_and_off(sim_factory, tmp_path: Path) -> None:
     on = sim_factory(model=MODEL, args=["--enable-prompt-tokens-details"], env=FAST, port=port_in(19300, 19400))
     q0, h0 = prom_prefix(on.base_url)

@@ -56,6 +56,7 @@ def sim(sim_factory, args: list[str] | None = None):
 # ---- the schedule -----------------------------------------------------------------------------
 
 
+@pytest.mark.sim
 def test_schedule_follows_rate_and_matches_simulator_stamps(sim_factory, tmp_path: Path) -> None:
     s = sim(sim_factory, ["--max-num-seqs", "64"])
     code, doc, err = measure(["--base-url", s.base_url, *BASE, "--rate", "10,40", "--rate-duration", "2",
@@ -106,6 +107,7 @@ def test_schedule_follows_rate_and_matches_simulator_stamps(sim_factory, tmp_pat
         assert e["output_tok_s"] == pytest.approx(16 * n / e["duration_s"])
 
 
+@pytest.mark.sim
 def test_goodput_agrees_with_the_simulator_timeline(sim_factory, tmp_path: Path) -> None:
     """One slot (--max-num-seqs 1): requests queue, e2e spreads from 40 ms to a few hundred; a tight
     e2e SLO splits them. measure.py's good/not good per request equals the same SLO applied to the
@@ -143,6 +145,7 @@ def test_goodput_agrees_with_the_simulator_timeline(sim_factory, tmp_path: Path)
 # ---- schedule generation ------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_seed_reproducible_and_burstiness_changes_the_spread() -> None:
     a = M.rate_schedule(400, 5.0, 1.0, 7)
     assert a == M.rate_schedule(400, 5.0, 1.0, 7)
@@ -162,6 +165,7 @@ def test_seed_reproducible_and_burstiness_changes_the_spread() -> None:
     assert cv(4.0) == pytest.approx(0.5, rel=0.1)
 
 
+@pytest.mark.sim
 def test_rate_requests_replay_search_and_seed_end_to_end(sim_factory, tmp_path: Path) -> None:
     s = sim(sim_factory, ["--max-num-seqs", "1"])
     replay = tmp_path / "w.jsonl"
@@ -197,6 +201,7 @@ def test_rate_requests_replay_search_and_seed_end_to_end(sim_factory, tmp_path: 
     assert rs["best_rate"] == max(r for r, sh in share.items() if sh >= 0.9)
 
 
+@pytest.mark.sim
 def test_failed_requests_are_reported_and_exit_3(sim_factory, tmp_path: Path) -> None:
     """30 requests at once on one slot (40 ms each): those still queued after --request-timeout fail."""
     s = sim(sim_factory, ["--max-num-seqs", "1"])
@@ -212,6 +217,7 @@ def test_failed_requests_are_reported_and_exit_3(sim_factory, tmp_path: Path) ->
     assert e["slo_met_share"] == pytest.approx(e["completed"] / 30)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("args,option", [
     (["--slo", "ttft"], "--slo"), (["--slo", "ttl=1"], "--slo"), (["--slo", "ttft=-1"], "--slo"),
     (["--slo", "e2e=soon"], "--slo"), (["--rate", "0"], "--rate"), (["--rate", "1,x"], "--rate"),
@@ -226,6 +232,7 @@ def test_bad_rate_options_name_the_option(tmp_path: Path, args: list[str], optio
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.sim
 def test_max_concurrency_holds_requests(sim_factory, tmp_path: Path) -> None:
     """--rate-max-concurrency 2 with every request due at once: never more than 2 in flight on the
     simulator's timeline, and the wait shows as schedule error."""
@@ -243,6 +250,7 @@ def test_max_concurrency_holds_requests(sim_factory, tmp_path: Path) -> None:
     assert e["schedule_error_ms"]["max"] > 50  # the last pair waited for two streams of 16 tokens
 
 
+@pytest.mark.sim
 def test_bad_replay_file_names_the_option(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"offset_s": 0, "prompt": "hi"}\n{"offset_s": -1, "prompt": "x"}\n')
@@ -254,6 +262,7 @@ def test_bad_replay_file_names_the_option(tmp_path: Path) -> None:
 # ---- --search-by concurrency (closed loop) ---------------------------------------------------------
 
 
+@pytest.mark.sim
 def test_search_by_concurrency_closed_loop_against_the_simulator(sim_factory, tmp_path: Path) -> None:
     """One engine slot, 16 tokens at 200 tok/s: one request in flight never waits (TTFT ≈ 45 ms),
     with two in flight every other request waits for a whole request (TTFT ≥ 150 ms). Levels 1 (pass),
@@ -286,6 +295,7 @@ def _session(*args: str) -> "M.Session":
 
 
 @pytest.mark.unit
+@pytest.mark.unit
 def test_concurrency_search_doubles_then_bisects_within_its_bounds() -> None:
     """The search logic with a stub phase (share 1 up to 5 in flight, 0.5 above): 1, 2, 4, 8 (fails),
     6, 5: best 5; a limit that never fails stops at CONCURRENCY_SEARCH_MAX or the step bound."""
@@ -303,6 +313,7 @@ def test_concurrency_search_doubles_then_bisects_within_its_bounds() -> None:
 
 
 @pytest.mark.unit
+@pytest.mark.unit
 def test_rate_search_records_by_rate() -> None:
     s = _session("--rate", "1", "--slo", "e2e=1", "--rate-search", "0.9")
     rate_search.by_rate(s, 0.9, [(1.0, 1.0)], lambda rate: {"slo_met_share": 1.0 if rate <= 3 else 0.5})
@@ -314,6 +325,7 @@ def test_rate_search_records_by_rate() -> None:
     assert M.next_rate([(3.0, 1.0), (3.1, 0.5)], 0.9) is None and M.next_rate([(2.0, 0.2)], 0.9) == 1.0
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("args", [["--search-by", "concurrency", "--slo", "e2e=1"],
                                   ["--search-by", "concurrency", "--rate-search", "0.9"],
                                   ["--search-by", "latency"]])

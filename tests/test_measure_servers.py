@@ -185,6 +185,7 @@ def vllm_pieces(tokens: int, ttft: float = 0.03, step: float = 0.004, burst: boo
     return out
 
 
+@pytest.mark.sim
 def test_burst_run_is_re_run_and_every_attempt_is_kept(fake_server, tmp_path: Path) -> None:
     """Run 1 arrives in one read (no decode figure): a 4th run is made so 3 are valid."""
     srv = fake_server(OPENAI_GETS, lambda i, body: vllm_pieces(24, burst=(i == 0)))
@@ -205,6 +206,7 @@ def test_burst_run_is_re_run_and_every_attempt_is_kept(fake_server, tmp_path: Pa
     assert doc["warnings"] == []
 
 
+@pytest.mark.sim
 def test_every_run_a_burst_stops_at_twice_the_runs_with_a_reason(fake_server, tmp_path: Path) -> None:
     srv = fake_server(OPENAI_GETS, lambda i, body: vllm_pieces(24, burst=True))
     rc, doc, stderr = measure(["--base-url", srv.url, "--runs", "2", "--warmup", "0", "--concurrency", "none",
@@ -218,6 +220,7 @@ def test_every_run_a_burst_stops_at_twice_the_runs_with_a_reason(fake_server, tm
     assert stderr.count("WARNING: single stream: 0 valid of 4") == 1
 
 
+@pytest.mark.sim
 def test_every_request_of_a_wave_gets_a_figure_or_a_reason(fake_server, tmp_path: Path) -> None:
     """Request 2 of a wave of 4 arrives in one read: 3 figures, 1 reason, ITL from the 3 with gaps."""
     srv = fake_server(OPENAI_GETS, lambda i, body: vllm_pieces(24, burst=(i == 3)))  # 0: single, 1-4: wave
@@ -236,6 +239,7 @@ def test_every_request_of_a_wave_gets_a_figure_or_a_reason(fake_server, tmp_path
     assert "1 of 4 streams have no decode figure" in stderr
 
 
+@pytest.mark.sim
 def test_server_ignoring_the_forcing_fields_is_said_once_and_short_streams_are_errors(fake_server,
                                                                                       tmp_path: Path) -> None:
     """The server accepts min_tokens/ignore_eos but stops after 10 tokens (finish_reason stop)."""
@@ -254,6 +258,7 @@ def test_server_ignoring_the_forcing_fields_is_said_once_and_short_streams_are_e
     assert doc["parallel"][0]["length_ok"] is False and doc["single"]["valid_runs"] == 2
 
 
+@pytest.mark.sim
 def test_speed_prompts_have_one_length_and_the_warmup_is_at_it(fake_server, tmp_path: Path) -> None:
     """The prompts differ (unique tag) but have the same form; the server's prompt_tokens is
     reported per run and checked against the warm-up's."""
@@ -274,6 +279,7 @@ def test_speed_prompts_have_one_length_and_the_warmup_is_at_it(fake_server, tmp_
     assert [w["code"] for w in doc["warnings"]] == ["prompt_lengths_differ"]
 
 
+@pytest.mark.unit
 def test_speed_prompt_tags_are_unique_digit_units() -> None:
     rng = random.Random(5)
     a, b = M.speed_prompt(rng), M.speed_prompt(rng)
@@ -282,6 +288,7 @@ def test_speed_prompt_tags_are_unique_digit_units() -> None:
     assert len(tag.split(" ")) == M.SPEED_TAG_DIGITS and all(len(d) == 1 and d.isdigit() for d in tag.split(" "))
 
 
+@pytest.mark.unit
 def test_token_counted_after_the_last_content_chunk_is_said_as_observed() -> None:
     pieces = vllm_pieces(6)
     # the server counts one more token in the final usage than the last content chunk delivered
@@ -297,6 +304,7 @@ def test_token_counted_after_the_last_content_chunk_is_said_as_observed() -> Non
     assert d.tok_s == pytest.approx(5 / (5 * 0.004))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("spans,waves,queued", [
     ([], (0), 0),
     ([(0.1, 1.0), (0.1, 1.1), (0.2, 1.0)], 1, 0),
@@ -312,6 +320,7 @@ def test_count_waves(spans, waves, queued) -> None:
 # ---- result file mode, hardware profile ------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_result_file_respects_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
     old = os.umask(umask)
@@ -324,6 +333,7 @@ def test_result_file_respects_the_umask(tmp_path: Path, umask: int, mode: int) -
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
 
 
+@pytest.mark.sim
 def test_bad_hardware_name_is_a_clear_error(tmp_path: Path) -> None:
     rc, doc, stderr = measure(["--base-url", "http://127.0.0.1:9", "--hardware", "dgx-sprak"], tmp_path / "r.json")
     last = stderr.strip().splitlines()[-1]
@@ -331,6 +341,7 @@ def test_bad_hardware_name_is_a_clear_error(tmp_path: Path) -> None:
     assert "argument --hardware" in last and "'dgx-sprak'" in last and "available: dgx-spark" in last
 
 
+@pytest.mark.sim
 def test_hardware_file_that_is_not_a_profile_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "hw.json"
     bad.write_text('{"name": "x"}')
@@ -341,6 +352,7 @@ def test_hardware_file_that_is_not_a_profile_is_refused(tmp_path: Path) -> None:
     assert rc == 2 and "argument --profiles-dir" in stderr
 
 
+@pytest.mark.sim
 def test_hand_run_carries_the_hardware_profile(fake_server, tmp_path: Path) -> None:
     srv = fake_server(OPENAI_GETS, lambda i, body: vllm_pieces(8))
     args = ["--base-url", srv.url, "--runs", "1", "--warmup", "0", "--concurrency", "none", "--output-tokens", "8"]
@@ -386,6 +398,7 @@ def _raw_from(pieces: Pieces) -> "M.RawStream":
     return raw
 
 
+@pytest.mark.unit
 def test_llamacpp_final_timings_are_used_and_said() -> None:
     r = M.parse_sse(_raw_from(_fixture(FINAL)))
     assert r.completion_tokens == 256 and r.carrying == 254 and r.system_fingerprint == "b6123-abcdef"
@@ -398,6 +411,7 @@ def test_llamacpp_final_timings_are_used_and_said() -> None:
     assert M.itl_samples(r) is None and "256 tokens came in 254 content chunks" in M.itl_reason(r)
 
 
+@pytest.mark.unit
 def test_llamacpp_without_timings_gives_the_bounded_figure() -> None:
     pieces = []
     for t, b in _fixture(FINAL):
@@ -413,6 +427,7 @@ def test_llamacpp_without_timings_gives_the_bounded_figure() -> None:
     assert d.tok_s == pytest.approx(255 / span) and d.first_max == 3
 
 
+@pytest.mark.unit
 def test_llamacpp_timings_per_token_give_exact_counts() -> None:
     r = M.parse_sse(_raw_from(_fixture(PER_TOKEN)))
     d = M.decode_rate(r)
@@ -441,6 +456,7 @@ def llamacpp_gets(props: bool) -> dict[str, tuple[int, Any]]:
     return gets
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("props,per_token", [(True, True), (False, False)],
                          ids=["props-timings-per-token", "slots-final-timings"])
 def test_llamacpp_server_end_to_end(fake_server, tmp_path: Path, props: bool, per_token: bool) -> None:

@@ -27,6 +27,8 @@ from sparkbench import measure as M
 
 from helpers import REPO
 
+pytestmark = pytest.mark.sim
+
 MEASURE = REPO / "scripts" / "measure.py"
 FIX = REPO / "tests" / "fixtures" / "measure"
 SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))

@@ -42,6 +42,7 @@ def measure(args: list[str], out: Path, timeout: float = 60) -> tuple[int, dict 
 # ---- the tools file ---------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_tools_file_covers_zero_one_two_calls_and_every_category() -> None:
     data = M.load_tools(str(REPO / "profiles" / "tools.json"))
     counts = {len(p["expected"]) for p in data["prompts"]}
@@ -53,6 +54,7 @@ def test_tools_file_covers_zero_one_two_calls_and_every_category() -> None:
     assert M.default_tools_file() == str(REPO / "profiles" / "tools.json")
 
 
+@pytest.mark.unit
 def test_load_tools_rejects_a_bad_file(tmp_path: Path) -> None:
     bad = tmp_path / "t.json"
     bad.write_text(json.dumps({"tools": TOOLS["tools"], "prompts": [
@@ -69,12 +71,14 @@ def test_load_tools_rejects_a_bad_file(tmp_path: Path) -> None:
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
 
 
+@pytest.mark.unit
 def test_fixtures_cover_every_bucket_but_request_error() -> None:
     buckets = {json.loads(f.read_text())["bucket"] for f in FIXTURE_FILES}
     assert set(M.TOOL_BUCKETS) - {"request_error"} <= buckets
     assert None in buckets   # and passes
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=[f.stem for f in FIXTURE_FILES])
 def test_checker_puts_each_recorded_output_in_its_bucket(path: Path) -> None:
     fx = json.loads(path.read_text(encoding="utf-8"))
@@ -93,6 +97,7 @@ def test_checker_puts_each_recorded_output_in_its_bucket(path: Path) -> None:
         assert v["content_excerpt"] is None
 
 
+@pytest.mark.unit
 def test_checker_details() -> None:
     weather = PROMPTS["weather_simple"]
     tools = M.prompt_tools(weather, TOOLS["tools"])
@@ -143,6 +148,7 @@ def run_tools(sim_factory, tmp_path: Path, sim_args: list[str], tool_args: list[
     return code, doc, err
 
 
+@pytest.mark.sim
 def test_sim_right_parser_passes_every_prompt(sim_factory, tmp_path: Path) -> None:
     code, doc, err = run_tools(sim_factory, tmp_path, ["--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml"],
                                [])
@@ -160,6 +166,7 @@ def test_sim_right_parser_passes_every_prompt(sim_factory, tmp_path: Path) -> No
     assert doc["settings"]["tools_max_tokens"] == 512
 
 
+@pytest.mark.sim
 def test_sim_wrong_parser_leaves_calls_unparsed(sim_factory, tmp_path: Path) -> None:
     code, doc, err = run_tools(sim_factory, tmp_path, ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"], [])
     assert code == 0, err
@@ -172,6 +179,7 @@ def test_sim_wrong_parser_leaves_calls_unparsed(sim_factory, tmp_path: Path) -> 
     assert "<function=get_weather>" in p["content_excerpt"] and len(p["content_excerpt"]) <= 200
 
 
+@pytest.mark.sim
 def test_sim_without_tool_flags_auto_is_a_request_error(sim_factory, tmp_path: Path) -> None:
     code, doc, err = run_tools(sim_factory, tmp_path, [], [])
     assert code == 3, err
@@ -183,6 +191,7 @@ def test_sim_without_tool_flags_auto_is_a_request_error(sim_factory, tmp_path: P
     assert sum(1 for e in doc["errors"] if e["phase"] == "tools") == len(PROMPTS)
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("choice", ["required", "named"])
 def test_sim_required_and_named_pass_with_any_parser(sim_factory, tmp_path: Path, choice: str) -> None:
     # hermes does not read this model's XML, but forced tool choice decodes in the parser's own tag
@@ -201,6 +210,7 @@ def test_sim_required_and_named_pass_with_any_parser(sim_factory, tmp_path: Path
         assert by_id["weather_parallel"]["finish_reason"] == "tool_calls"
 
 
+@pytest.mark.sim
 def test_sim_flag_checks(tmp_path: Path) -> None:
     """vLLM 0.32's start-up errors for the tool flags."""
     def serve(*flags: str) -> subprocess.CompletedProcess:
@@ -213,6 +223,7 @@ def test_sim_flag_checks(tmp_path: Path) -> None:
     assert p.returncode == 1 and "tool_parser:'nope' which has not been registered" in p.stderr + p.stdout
 
 
+@pytest.mark.unit
 def test_sim_reader_decides_from_the_request() -> None:
     """The simulator's calls come from the request text, not from a stored answer."""
     sys.path.insert(0, str(REPO / "scripts"))
@@ -240,6 +251,7 @@ def test_sim_reader_decides_from_the_request() -> None:
     assert T.finish_reason("length", True, "required") == "length"
 
 
+@pytest.mark.sim
 def test_a_missing_tools_file_is_an_argument_error(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, str(MEASURE), "--base-url", "http://127.0.0.1:9", "--tools", "--tools-file",
                         str(tmp_path / "nope.json"), "--out", str(tmp_path / "o.json")], capture_output=True, text=True,
@@ -248,6 +260,7 @@ def test_a_missing_tools_file_is_an_argument_error(tmp_path: Path) -> None:
     assert not (tmp_path / "o.json").exists()
 
 
+@pytest.mark.sim
 def test_a_refused_check_sends_nothing_and_keeps_the_reason(sim_factory, tmp_path):
     """--tools-skip (the plan's refusal, e.g. no tool-call parser): every prompt skipped with the
     reason, no tool request reaches the server, and the run is complete."""

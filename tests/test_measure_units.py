@@ -48,6 +48,7 @@ def prom_ours(text: str) -> list[tuple[str, tuple, str]]:
 # ---- Prometheus ------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_prometheus_parser_agrees_with_prometheus_client_on_vllm_fixture() -> None:
     text = (FIX / "vllm_metrics.txt").read_text(encoding="utf-8")
     ours = prom_ours(text)
@@ -59,6 +60,7 @@ def test_prometheus_parser_agrees_with_prometheus_client_on_vllm_fixture() -> No
     assert note == 'a "quoted" value, a back\\slash and a\nnewline'
 
 
+@pytest.mark.unit
 def test_spec_counters_sum_engines_and_positions_in_any_label_order() -> None:
     c = M.spec_counters(M.parse_prometheus((FIX / "vllm_metrics.txt").read_text(encoding="utf-8")))
     assert c is not None
@@ -66,6 +68,7 @@ def test_spec_counters_sum_engines_and_positions_in_any_label_order() -> None:
     assert c.per_pos == {0: 1032.0, 1: 804.0, 2: 660.0}
 
 
+@pytest.mark.unit
 def test_spec_delta_formulas() -> None:
     before = M.SpecCounters(100.0, 300.0, 150.0, {0: 80.0, 1: 50.0, 2: 20.0})
     after = M.SpecCounters(1100.0, 3300.0, 2230.0, {0: 940.0, 1: 720.0, 2: 570.0})
@@ -81,6 +84,7 @@ def test_spec_delta_formulas() -> None:
     assert restarted["mean_acceptance_length"] is None and "backwards" in restarted["reason"]
 
 
+@pytest.mark.unit
 def test_no_spec_counters_means_none() -> None:
     assert M.spec_counters(M.parse_prometheus("vllm:num_requests_running 0\n")) is None
 
@@ -135,6 +139,7 @@ def _chunk(content=None, reasoning=None, usage=None, finish=None, role=False) ->
     return d
 
 
+@pytest.mark.unit
 def test_decode_uses_usage_not_chunk_count_under_mtp() -> None:
     """Three tokens per chunk (MTP): decode = (12 - 3) / (t_last - t_first), TTFT skips the role chunk."""
     events = [_chunk(role=True, usage=0), _chunk(content="a b c", usage=3), _chunk(content=" d e f", usage=6),
@@ -157,6 +162,7 @@ def test_decode_uses_usage_not_chunk_count_under_mtp() -> None:
     assert M.itl_samples(res) == pytest.approx([0.01 / 3] * 9)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("crlf", [False, True])
 @pytest.mark.parametrize("sizes", [[7], [1, 50, 3], [10000]])
 def test_chunked_framing_split_anywhere_gives_same_events(crlf: bool, sizes: list[int]) -> None:
@@ -171,6 +177,7 @@ def test_chunked_framing_split_anywhere_gives_same_events(crlf: bool, sizes: lis
         assert res.done and res.error is None
 
 
+@pytest.mark.unit
 def test_event_time_is_the_read_that_completed_it() -> None:
     e1, e2 = _sse([_chunk(content="x", usage=1)]), _sse([_chunk(content="y", usage=2)])
     body = e1 + e2
@@ -179,6 +186,7 @@ def test_event_time_is_the_read_that_completed_it() -> None:
     assert res.marks == [(11.0, 1), (12.0, 2)]  # e1's last byte came with the second read
 
 
+@pytest.mark.unit
 def test_without_per_chunk_usage_decode_only_when_one_token_per_chunk() -> None:
     tail = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
             "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}}
@@ -200,6 +208,7 @@ def test_without_per_chunk_usage_decode_only_when_one_token_per_chunk() -> None:
     assert M.decode_rate(nousage).tok_s is None and "no usage" in M.decode_rate(nousage).reason
 
 
+@pytest.mark.unit
 def test_stream_that_breaks_off_is_an_error() -> None:
     events = [_chunk(content="a", usage=1), _chunk(content="b", usage=2)]
     framed = _chunked(_sse(events), [1000])[:-5]  # chunked body without its terminator
@@ -209,6 +218,7 @@ def test_stream_that_breaks_off_is_an_error() -> None:
     assert res.cut and "broke off" in res.error and M.decode_rate(res).tok_s is None
 
 
+@pytest.mark.unit
 def test_http_error_body_becomes_one_line_message() -> None:
     raw = M.RawStream(t_start=0.0, status=400, headers={"content-length": "80"})
     raw.pieces = [json.dumps({"error": {"message": "min_tokens must be less than or equal to max_tokens=4, got 8",
@@ -218,6 +228,7 @@ def test_http_error_body_becomes_one_line_message() -> None:
     assert res.error == "HTTP 400: min_tokens must be less than or equal to max_tokens=4, got 8"
 
 
+@pytest.mark.unit
 def test_stream_error_event_is_an_error() -> None:
     res = M.parse_sse(_raw(_sse([_chunk(content="a", usage=1), {"error": {"message": "engine dead"}}]), [],
                                chunked=False))
@@ -227,6 +238,7 @@ def test_stream_error_event_is_an_error() -> None:
 # ---- statistics ---------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("values", [[1.0], [3.0, 1.0], [5, 1, 4, 2, 3], list(range(100)), [0.1, 0.1, 9.0, 0.2]])
 def test_percentiles_match_numpy(values: list[float]) -> None:
     for q in (50, 90, 99):
@@ -237,6 +249,7 @@ def test_percentiles_match_numpy(values: list[float]) -> None:
 # ---- telemetry parsing ---------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_spark_nvidia_smi_memory_na_and_meminfo(tmp_path: Path) -> None:
     rows = M.parse_nvidia_smi_csv((FIX / "nvidia-smi-spark-synthetic.txt").read_text())
     assert len(rows) == 1
@@ -250,6 +263,7 @@ def test_spark_nvidia_smi_memory_na_and_meminfo(tmp_path: Path) -> None:
     assert M.read_meminfo(str(mi)) == pytest.approx((127535452 - 100000000) / 1024)
 
 
+@pytest.mark.unit
 def test_nvidia_smi_with_header_and_units_and_two_gpus() -> None:
     text = ("index, name, power.draw [W], temperature.gpu, clocks.sm [MHz], utilization.gpu [%], "
             "memory.used [MiB], memory.total [MiB]\n"
@@ -263,6 +277,7 @@ def test_nvidia_smi_with_header_and_units_and_two_gpus() -> None:
 H200 = sorted(FIX.glob("nvidia-smi-h200-*.txt"))
 
 
+@pytest.mark.unit
 @pytest.mark.skipif(not H200, reason="no recorded H200 nvidia-smi output in tests/fixtures/measure yet")
 @pytest.mark.parametrize("path", H200, ids=[p.name for p in H200])
 def test_recorded_h200_nvidia_smi_parses(path: Path) -> None:
@@ -275,6 +290,7 @@ def test_recorded_h200_nvidia_smi_parses(path: Path) -> None:
         assert r["memory.total"] == 143771
 
 
+@pytest.mark.unit
 def test_h200_header_with_units_reads_like_noheader() -> None:
     """nvidia-smi prints clocks.sm as 'clocks.current.sm [MHz]' in the header: same numbers either way."""
     a = FIX / "nvidia-smi-h200-idle-csv-header-units.txt"
@@ -288,6 +304,7 @@ def test_h200_header_with_units_reads_like_noheader() -> None:
                      "gpu_memory_used_mib": 0.0}
 
 
+@pytest.mark.unit
 def test_h200_under_load_samples() -> None:
     path = FIX / "nvidia-smi-h200-load-noheader-nounits.txt"
     if not path.exists():
@@ -308,6 +325,7 @@ def _res(content: str, finish: str = "stop", reasoning: str = "", error: str | N
 Q = {q["id"]: q for q in QUALITY["questions"]}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("qid,content,finish,expected", [
     ("capital_50", "日本の首都は東京です。", "stop", "pass"),
     ("capital_50", "<think>考え中…東京かな</think>首都は京都です。", "stop", "fail"),  # reasoning excluded
@@ -325,6 +343,7 @@ def test_quality_checks(qid: str, content: str, finish: str, expected: str) -> N
     assert status == expected, details
 
 
+@pytest.mark.unit
 def test_quality_request_error_is_error() -> None:
     status, details = M.check_quality(Q["capital_50"], _res("", error="HTTP 500: boom"), 4096, None)
     assert status == "error" and "500" in details["error"]
@@ -339,6 +358,7 @@ WRITE = "```python\nopen('/var/tmp/sparkbench-escape', 'w').write('x')\n" \
         "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))\n```"
 
 
+@pytest.mark.unit
 def test_code_without_sandbox_is_skipped_never_pass() -> None:
     sb = M.Sandbox.__new__(M.Sandbox)
     sb.kind, sb.protections, sb.reason, sb.image = "none", [], "nothing available", None
@@ -346,6 +366,7 @@ def test_code_without_sandbox_is_skipped_never_pass() -> None:
     assert status == "skipped" and details["sandbox"]["kind"] == "none"
 
 
+@pytest.mark.sim
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare not installed")
 def test_unshare_sandbox_runs_asserts_and_blocks_network_and_writes() -> None:
     sb = M.Sandbox(None)
@@ -377,6 +398,7 @@ def _docker_images() -> list[str]:
     return out
 
 
+@pytest.mark.sim
 @pytest.mark.skipif(not _docker_images(), reason="docker or the sparkbench images not available (make setup)")
 @pytest.mark.parametrize("image", _docker_images() or ["none"])
 def test_docker_sandbox_runs_asserts_without_network(image: str) -> None:
@@ -390,6 +412,7 @@ def test_docker_sandbox_runs_asserts_without_network(image: str) -> None:
     assert status == "fail" and "Read-only file system" in details["output_tail"]
 
 
+@pytest.mark.sim
 def test_missing_sandbox_image_is_not_pulled_and_falls_back() -> None:
     sb = M.Sandbox("sparkbench/no-such-image:never")
     assert sb.kind in ("unshare", "none")
@@ -399,6 +422,7 @@ def test_missing_sandbox_image_is_not_pulled_and_falls_back() -> None:
 # ---- image ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("shape", ["square", "circle", "triangle"])
 def test_png_decodes_with_pillow_and_has_the_colour(shape: str) -> None:
     img = QUALITY["image"]
@@ -413,6 +437,7 @@ def test_png_decodes_with_pillow_and_has_the_colour(shape: str) -> None:
     assert counts == {tuple(colour), (255, 255, 255)}
 
 
+@pytest.mark.unit
 def test_colour_answer_check() -> None:
     pal = list(QUALITY["image"]["colours"])
     assert M.names_colour("Red.", "red", pal)[0]
@@ -425,6 +450,7 @@ def test_colour_answer_check() -> None:
 # ---- endpoint ------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("url,display,prefix", [
     ("http://127.0.0.1:8000", "http://127.0.0.1:8000", ""),
     ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000", ""),
@@ -443,6 +469,7 @@ def test_endpoint_url_handling(url: str, display: str, prefix: str) -> None:
 # ---- schema ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_schema_accepts_a_failure_record_and_rejects_broken_documents() -> None:
     import jsonschema
     schema = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))

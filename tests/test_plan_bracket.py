@@ -15,6 +15,8 @@ from sparkbench.runner.progress import Progress
 
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 SCHEMA = json.loads((REPO / "schema/result.schema.json").read_text())
 HOST = {"name": "spark-sim01", "gpu": {"name": "NVIDIA GB10 (simulated)", "driver": "580.95.05", "cuda": "13.0"},
         "images": {}, "sparkbench_version": "deadbeef", "simulated": True}

@@ -13,6 +13,8 @@ from sparkbench.errors import InputError
 
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 HEAD, WORKER = "spark-sim11", "spark-sim12"
 
 

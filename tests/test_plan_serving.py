@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from sparkbench import measure, plan, settings
 
 from helpers import REPO
+
+pytestmark = pytest.mark.unit
 
 HOST = "spark-sim01"
 

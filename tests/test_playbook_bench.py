@@ -38,6 +38,7 @@ def docker_ok() -> bool:
 
 
 pytestmark = pytest.mark.skipif(not docker_ok(), reason=f"Docker engine or {IMAGE} missing: run make setup")
+pytestmark = [pytestmark, pytest.mark.ansible]
 
 
 def containers(prefix: str) -> list[str]:

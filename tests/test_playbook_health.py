@@ -32,6 +32,7 @@ def docker_ok() -> bool:
 
 pytestmark = pytest.mark.skipif(not docker_ok() or not shutil.which("flock"),
                                 reason=f"Docker engine, {IMAGE} or flock missing: run make setup")
+pytestmark = [pytestmark, pytest.mark.ansible]
 
 
 @pytest.fixture(scope="module")

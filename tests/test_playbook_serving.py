@@ -31,6 +31,7 @@ PORT = 18500 + (os.getpid() % 40)
 VARIANTS = ["nvidia-bare", "nvidia-bare-noprefix", "nvidia-hermes"]
 
 pytestmark = pytest.mark.skipif(not image_present(IMAGE), reason=f"Docker engine or {IMAGE} missing: run make setup")
+pytestmark = [pytestmark, pytest.mark.ansible]
 
 
 def containers(prefix: str) -> list[str]:

@@ -55,6 +55,7 @@ def samples_of(path: Path) -> list[dict]:
 # ---- parsing recorded output -----------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_h200_clock_fields_header_and_noheader_agree() -> None:
     head = M.parse_nvidia_smi_csv((FIX / "nvidia-smi-h200-clocks-load-csv-header-units.txt").read_text())
     assert head[0]["clocks.current.graphics"] == 1440 and head[0]["clocks.max.graphics"] == 1980
@@ -71,6 +72,7 @@ def test_h200_clock_fields_header_and_noheader_agree() -> None:
     assert alias == [{"index": 0.0, "clocks_event_reasons.active": "0x0000000000000001", "pstate": "P0"}]
 
 
+@pytest.mark.unit
 def test_h200_under_power_cap_is_not_clock_capped() -> None:
     """Real H200 samples under a matmul load: the first one (0 %, 345 MHz, before the load reached the
     GPU) is not under load; the rest run 1425-1485 of 1980 MHz with the SW power cap reason 0x4:
@@ -88,6 +90,7 @@ def capped(clock_mhz: float, n: int, util: float | None = 96.0) -> list[dict]:
             for i in range(n)]
 
 
+@pytest.mark.unit
 def test_clock_capped_rule_and_reason() -> None:
     idle = {"graphics_clock_mhz": 208.0, "max_graphics_clock_mhz": 3003.0, "utilization_pct": 0.0}
     idle_reads = [{**idle, "t": 99.0}] * 3  # idle readings in flight prove nothing: they are not counted
@@ -110,6 +113,7 @@ def test_clock_capped_rule_and_reason() -> None:
     assert no_util["samples_under_load"] == 3
 
 
+@pytest.mark.unit
 def test_swap_and_kernel_flags() -> None:
     vm = M.read_vmstat(str(FIX / "vmstat-h200-pswp.txt"))
     assert vm == {"pswpin": 0, "pswpout": 0}
@@ -128,6 +132,7 @@ def test_swap_and_kernel_flags() -> None:
     assert not [x for x in before if M.XID_RE.search(x)] and [x for x in before if "NVRM" in x]
 
 
+@pytest.mark.sim
 def test_meminfo_and_unreadable_kernel_log(tmp_path: Path) -> None:
     mem = M.read_meminfo_fields(str(FIX / "meminfo-h200.txt"))
     assert mem == {"mem_total_mib": round(131961788 / 1024, 1), "mem_available_mib": round(131454216 / 1024, 1),
@@ -143,6 +148,7 @@ def test_meminfo_and_unreadable_kernel_log(tmp_path: Path) -> None:
     assert lines is None and why.endswith("exited 1: dmesg: read kernel buffer failed: Operation not permitted")
 
 
+@pytest.mark.sim
 def test_telemetry_falls_back_to_the_field_names_the_driver_knows(tmp_path: Path) -> None:
     """A driver older than 535.54.03 rejects clocks_event_reasons.active (exit 2, as recorded in
     nvidia-smi-invalid-field-stderr.txt); the sampler retries with clocks_throttle_reasons.active."""
@@ -176,6 +182,7 @@ def stand_in(tool: str, env: dict[str, str], *args: str) -> str:
     return p.stdout
 
 
+@pytest.mark.sim
 def test_nvidia_smi_stand_in_idle_and_under_load(tmp_path: Path) -> None:
     state = tmp_path / "gpu.json"
     env = {"VLLM_SIM_GPU_STATE_FILE": str(state)}
@@ -207,6 +214,7 @@ def test_nvidia_smi_stand_in_idle_and_under_load(tmp_path: Path) -> None:
     assert "Xid" not in stand_in("dmesg", env)
 
 
+@pytest.mark.unit
 def test_clock_cap_slowdown_calibration() -> None:
     """Reference §5.3: clocks capped at 500-850 MHz cost 60-80 % of the performance; caps from 2400 MHz change little."""
     def rate(cap: float | None, n: int = 1) -> float:
@@ -227,6 +235,7 @@ def test_clock_cap_slowdown_calibration() -> None:
 # ---- wiring: plan, result, report ---------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_probe_commands_per_host_kind() -> None:
     base = {"sparkbench_gpu_less": False, "spark_host_gpu_probe": ""}
     assert plan_mod.probe_commands(base, "c") == {"nvidia_smi": None, "kernel_log": None}
@@ -245,6 +254,7 @@ def test_probe_commands_per_host_kind() -> None:
     assert (args.nvidia_smi, args.kernel_log) == (sim["nvidia_smi"], sim["kernel_log"])
 
 
+@pytest.mark.unit
 def test_drop_caches_outcome_reaches_the_protocol() -> None:
     doc = {"status": "complete", "protocol": {"flags": [], "drop_caches": None}}
     out = result_mod.with_drop_caches(doc, {"requested": "True", "done": "False",
@@ -257,6 +267,7 @@ def test_drop_caches_outcome_reaches_the_protocol() -> None:
     assert result_mod.with_drop_caches(doc, {}) is doc
 
 
+@pytest.mark.unit
 def test_report_shows_the_flag_reason() -> None:
     reason = "clock 850 of 3003 MHz under load (28 % of the maximum, below 50 %; median of 6 samples)"
     doc = {"host": "spark-sim03", "variant": {"name": "nvidia-bare", "build": "nvidia"}, "status": "complete",
@@ -288,6 +299,7 @@ def port_in_range() -> int:
     return port_in(18600, 18700)
 
 
+@pytest.mark.sim
 def test_measure_flags_a_capped_simulator(sim_factory, tmp_path: Path) -> None:
     state = tmp_path / "gpu.json"
     knobs = {"VLLM_SIM_GPU_STATE_FILE": str(state), "VLLM_SIM_CLOCK_CAP_MHZ": "850", "VLLM_SIM_FAULT_XID": "79"}
@@ -327,6 +339,7 @@ def test_measure_flags_a_capped_simulator(sim_factory, tmp_path: Path) -> None:
     assert doc["single"]["decode_tok_s_median"] == pytest.approx(150 / (0.15 + 0.85 * 2450 / 850), rel=0.03)
 
 
+@pytest.mark.sim
 def test_bad_command_options_are_argparse_errors() -> None:
     for args, text in ((["--nvidia-smi", "docker exec 'x"], "argument --nvidia-smi: \"docker exec 'x\" is not a command line"),
                        (["--kernel-log", "  "], "argument --kernel-log: --kernel-log needs a command")):

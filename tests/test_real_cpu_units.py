@@ -4,6 +4,7 @@ issues against lines copied from real vLLM 0.32.0 logs (tests/test_real_vllm_e2e
 same against live containers)."""
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from sparkbench import plan as plan_mod
@@ -11,6 +12,8 @@ from sparkbench import preflight, result
 from sparkbench.report import numbers
 
 from helpers import REPO
+
+pytestmark = pytest.mark.unit
 
 # Lines as real vLLM 0.32.0 (image sparkbench/vllm-cpu) printed them.
 ARGPARSE = ("api_server.py: error: argument --dtype: invalid choice: 'float17' (choose from 'auto', 'bfloat16', "

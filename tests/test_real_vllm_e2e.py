@@ -109,6 +109,7 @@ class MetricsWatcher(threading.Thread):
             self.stop.wait(0.15)
 
 
+@pytest.mark.real
 def test_image_present():
     """make test builds the image first (make setup); a missing image is a setup failure, not a skip."""
     out = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, text=True, timeout=60)
@@ -200,6 +201,8 @@ def doc(real_run, host, variant) -> dict:
     return real_run["docs"][key]
 
 
+@pytest.mark.ansible
+@pytest.mark.real
 def test_play_completes_and_every_document_validates(real_run):
     proc = real_run["proc"]
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
@@ -215,6 +218,8 @@ def test_play_completes_and_every_document_validates(real_run):
     assert created == {f"{real_run['prefix']}-{h}" for h in PORTS}, created
 
 
+@pytest.mark.ansible
+@pytest.mark.real
 def test_real_results_carry_the_manifest_and_say_cpu(real_run):
     for name in MEASURED:
         d = doc(real_run, MEASURE_HOST, name)
@@ -235,6 +240,8 @@ def test_real_results_carry_the_manifest_and_say_cpu(real_run):
     assert "bfloat16" in dtypes["tiny-bf16"] and "float32" in dtypes["tiny-fp32"]
 
 
+@pytest.mark.ansible
+@pytest.mark.real
 def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_run):
     """Mean with mean: measure.py's per-run decode time per token, (t_last - t_first) / (tokens -
     first-chunk tokens) = 1 / decode_tok_s, averaged, vs vLLM's own mean of
@@ -269,6 +276,8 @@ def _failure(real_run, variant):
     return d["failure"]
 
 
+@pytest.mark.ansible
+@pytest.mark.real
 def test_invalid_flag_value_is_vllms_own_argparse_error(real_run):
     f = _failure(real_run, "bad-dtype")
     assert f["stage"] == "launch" and f["issues"] == ["vllm_invalid_flag_choice"]
@@ -277,11 +286,15 @@ def test_invalid_flag_value_is_vllms_own_argparse_error(real_run):
     assert "set --dtype" in f["remedy"]
 
 
+@pytest.mark.ansible
+@pytest.mark.real
 def test_invalid_flag_value_is_refused_at_plan_time_when_preflight_is_on(real_run):
     f = _failure(real_run, "bad-dtype-pf")
     assert f["stage"] == "preflight" and "--dtype" in f["reason"] and "float17" in f["reason"]
 
 
+@pytest.mark.ansible
+@pytest.mark.real
 def test_missing_model_is_diagnosed_from_the_offline_log(real_run):
     f = _failure(real_run, "no-model")
     assert f["stage"] == "launch" and f["issues"] == ["model_not_found"]
@@ -290,6 +303,8 @@ def test_missing_model_is_diagnosed_from_the_offline_log(real_run):
     assert "model id" in f["remedy"]
 
 
+@pytest.mark.ansible
+@pytest.mark.real
 def test_max_model_len_beyond_the_kv_cache(real_run):
     f = _failure(real_run, "too-long")
     assert f["stage"] == "launch" and f["issues"] == ["kv_cache_too_small_for_max_model_len"]
@@ -297,6 +312,8 @@ def test_max_model_len_beyond_the_kv_cache(real_run):
     assert re.search(r"lower --max-model-len to \d+ or less", f["remedy"]) and "VLLM_CPU_KVCACHE_SPACE" in f["remedy"]
 
 
+@pytest.mark.ansible
+@pytest.mark.real
 def test_engine_death_after_health_fails_the_measure_stage_only(real_run):
     d = doc(real_run, FAIL_HOST, "engine-dies")
     # With a 0 s execute_model timeout the engine usually dies on the first request ("failed");
@@ -318,6 +335,8 @@ def test_engine_death_after_health_fails_the_measure_stage_only(real_run):
     assert all(doc(real_run, MEASURE_HOST, n)["status"] == "complete" for n in MEASURED)
 
 
+@pytest.mark.ansible
+@pytest.mark.real
 def test_report_shows_no_spark_roofline_for_cpu_figures_and_says_why(real_run):
     run, proc = real_run["run"], real_run["proc"]
     results = json.loads((run / "results.json").read_text())

@@ -69,6 +69,7 @@ AUTO_MSG = '"auto" tool choice requires --enable-auto-tool-choice and --tool-cal
 
 _DOCKER_OK, _DOCKER_WHY = docker_available()
 pytestmark = pytest.mark.skipif(not _DOCKER_OK, reason=f"real vLLM needs Docker: {_DOCKER_WHY}")
+pytestmark = [pytestmark, pytest.mark.real]
 
 
 def real_cpu_launch() -> tuple[str, list[str], dict[str, str]]:

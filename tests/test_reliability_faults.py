@@ -18,6 +18,8 @@ import pytest
 
 from reliability import REPO, remove_containers, run_playbook
 
+pytestmark = pytest.mark.ansible
+
 HOSTS = ["fault-a", "fault-b", "fault-kill", "fault-port", "fault-disk", "fault-noimage", "rel-down"]
 KILL_PORT = 18631
 BUSY_PORT = 18632

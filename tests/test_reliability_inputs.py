@@ -50,6 +50,7 @@ PLAN_CASES = {
 }
 
 
+@pytest.mark.ansible
 @pytest.mark.parametrize("host", sorted(PLAN_CASES))
 def test_bad_input_fails_the_host_with_a_clear_message_before_it_is_touched(bad_run, host: str) -> None:
     msg = bad_run.fatal(host)
@@ -59,6 +60,7 @@ def test_bad_input_fails_the_host_with_a_clear_message_before_it_is_touched(bad_
     assert not (bad_run.results / "relbad" / host).exists()
 
 
+@pytest.mark.ansible
 def test_no_traceback_and_every_bad_host_failed(bad_run) -> None:
     assert "Traceback" not in bad_run.output
     assert bad_run.rc != 0
@@ -67,6 +69,7 @@ def test_no_traceback_and_every_bad_host_failed(bad_run) -> None:
         assert "failed=1" in recap[host], recap[host]
 
 
+@pytest.mark.ansible
 def test_unknown_quantization_fails_its_variant_at_preflight_without_a_server(bad_run) -> None:
     doc = bad_run.result("bad-quantization", "nvidia-bare")
     assert doc["status"] == "failed" and doc["failure"]["stage"] == "preflight"
@@ -75,6 +78,7 @@ def test_unknown_quantization_fails_its_variant_at_preflight_without_a_server(ba
     assert "sparkbench-vllm-bad-quantization" not in bad_run.created
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("settings, needle", [
     ({"output_tokens": "abc"}, "llm_bench_output_tokens is 'abc'"),
     ({"warmup": -1}, "llm_bench_warmup is -1"),
@@ -88,6 +92,7 @@ def test_settings_checks_name_the_variable(settings: dict, needle: str) -> None:
     assert len(errors) == 1 and needle in errors[0] and "\n" not in errors[0]
 
 
+@pytest.mark.sim
 def test_good_settings_and_project_profiles_pass() -> None:
     import json
     profiles = {json.loads(p.read_text())["id"]: json.loads(p.read_text())

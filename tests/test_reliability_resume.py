@@ -20,6 +20,8 @@ import pytest
 
 from reliability import REPO, base_env, bench_cmd, remove_containers, run_playbook
 
+pytestmark = pytest.mark.ansible
+
 HOST = "rel-a"
 SLOW = "slow-mtp2"
 SLOW_LOAD_S = 5

@@ -63,6 +63,7 @@ def _have_image() -> bool:
         ["docker", "image", "inspect", IMAGE], capture_output=True).returncode == 0
 
 
+@pytest.mark.sim
 @pytest.mark.skipif(not _have_image(), reason=f"docker or {IMAGE} missing (make setup builds it)")
 def test_docker_sandbox_blocks_network_and_writes_outside(tmp_path: Path) -> None:
     sb = M.Sandbox(IMAGE)
@@ -70,6 +71,7 @@ def test_docker_sandbox_blocks_network_and_writes_outside(tmp_path: Path) -> Non
     _assert_contained(sb, tmp_path)
 
 
+@pytest.mark.sim
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare not installed")
 def test_unshare_fallback_blocks_network_and_writes_outside(tmp_path: Path) -> None:
     sb = M.Sandbox(None)  # no image: the unshare fallback
@@ -78,6 +80,7 @@ def test_unshare_fallback_blocks_network_and_writes_outside(tmp_path: Path) -> N
     _assert_contained(sb, tmp_path)
 
 
+@pytest.mark.unit
 def test_no_sandbox_means_the_code_is_not_run_and_skipped(tmp_path: Path, monkeypatch) -> None:
     real_which = shutil.which
     monkeypatch.setattr(measure_sandbox.shutil, "which", lambda name, *a, **k: None if name in ("docker", "unshare")

@@ -21,6 +21,8 @@ import pytest
 
 from reliability import INVENTORY, REPO, base_env, remove_containers
 
+pytestmark = pytest.mark.ansible
+
 HOST = "rel-b"
 PORT = 18602
 GEMMA = "google/gemma-3-4b-it"

@@ -13,6 +13,8 @@ from sparkbench.report.compare import fleet_compare
 
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 RUNS = REPO / "tests" / "fixtures" / "runs"
 
 

@@ -55,6 +55,7 @@ def rendered(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.unit
 def test_fixture_documents_validate_and_are_what_make_fixture_writes(pair):
     assert sorted((r["host"], r["variant"]["name"]) for r in pair) == [
         ("spark-sim11", "gptoss-pp2"), ("spark-sim11", "gptoss-single"), ("spark-sim11", "gptoss-tp2"),
@@ -74,6 +75,7 @@ def test_fixture_documents_validate_and_are_what_make_fixture_writes(pair):
     assert "cluster" not in by_name(pair, "spark-sim11", "gptoss-single")
 
 
+@pytest.mark.sim
 def test_the_cluster_is_one_unit_labelled_with_its_layout(pair, rendered):
     tp2, pp2 = by_name(pair, "spark-sim11", "gptoss-tp2"), by_name(pair, "spark-sim11", "gptoss-pp2")
     single = by_name(pair, "spark-sim11", "gptoss-single")
@@ -113,6 +115,7 @@ def test_the_cluster_is_one_unit_labelled_with_its_layout(pair, rendered):
     assert "−2.6 %" in next(x for x in term.splitlines() if "gptoss-pp2 (PP=2)" in x)
 
 
+@pytest.mark.sim
 def test_clusters_section_lists_every_node_and_the_link(rendered):
     doc = json.loads((rendered / "results.json").read_text(encoding="utf-8"))
     nodes = next(t for t in doc["tables"] if t["key"] == "clusters")
@@ -145,6 +148,7 @@ def test_clusters_section_lists_every_node_and_the_link(rendered):
     assert "## Clusters: nodes (simulated)" in md and "## Clusters: placement and link (simulated)" in md
 
 
+@pytest.mark.sim
 def test_cluster_vs_one_unit_verdicts_use_the_verdict_machinery(pair, rendered):
     data = compare.cluster_vs_unit(pair)
     assert data["unmatched"] == []
@@ -183,6 +187,7 @@ def test_cluster_vs_one_unit_verdicts_use_the_verdict_machinery(pair, rendered):
             f"20.0 % faster: {tp['verdict']['text']}") in md
 
 
+@pytest.mark.unit
 def test_reference_is_the_head_hosts_one_unit_variant_of_the_same_build(pair):
     tp2 = by_name(pair, "spark-sim11", "gptoss-tp2")
     ref, match = compare.one_unit_reference(tp2, pair)
@@ -196,6 +201,7 @@ def test_reference_is_the_head_hosts_one_unit_variant_of_the_same_build(pair):
     assert compare.one_unit_reference(other_build, pair) == (None, False)
 
 
+@pytest.mark.sim
 def test_no_cluster_in_the_fleet(pair, rendered, tmp_path):
     data = compare.fleet_compare(pair)
     assert data["hosts"] == ["spark-sim11", "spark-sim12"] and data["variants"] == ["gptoss-single"]
@@ -216,6 +222,7 @@ def test_no_cluster_in_the_fleet(pair, rendered, tmp_path):
     assert any("a cluster is not a peer of one Spark" in x for x in fleet_table["notes"])
 
 
+@pytest.mark.sim
 def test_html_holds_the_unit_the_clusters_and_the_verdicts(pair, rendered):
     html = (rendered / "report.html").read_text(encoding="utf-8")
     for title in (f"Cluster {UNIT} (simulated)", "Cluster vs one unit (simulated)", "Clusters: nodes (simulated)",
@@ -231,6 +238,7 @@ def test_html_holds_the_unit_the_clusters_and_the_verdicts(pair, rendered):
     assert rows[("gptoss-pp2", "combined_8")]["verdict"]["text"] in html
 
 
+@pytest.mark.sim
 def test_a_run_without_clusters_reports_as_before(tmp_path):
     run = tmp_path / "fleet-sim"
     shutil.copytree(RUNS / "fleet-sim", run)
@@ -244,6 +252,7 @@ def test_a_run_without_clusters_reports_as_before(tmp_path):
     assert not any(t["key"].startswith("cluster") for t in doc["tables"])
 
 
+@pytest.mark.sim
 def test_a_failed_cluster_variant_keeps_its_unit(tmp_path):
     """A worker lost mid-run: the variant's failure document (with the cluster block as far as it
     was read) is listed under its unit, and only the measured cluster variant is compared."""

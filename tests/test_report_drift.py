@@ -58,6 +58,7 @@ def rates(path: Path) -> list[float]:
     return [r["decode_tok_s"] for r in json.loads(path.read_text())["single"]["runs"]]
 
 
+@pytest.mark.ansible
 def test_bracket_files_are_loaded_apart_from_the_results(run):
     r = load.load_run(run)
     assert len(r.results) == len(list(FLEET.glob("*/*.json"))) == 21 and r.errors == []
@@ -68,6 +69,7 @@ def test_bracket_files_are_loaded_apart_from_the_results(run):
     assert len(load.bracket_files(run)) == 3
 
 
+@pytest.mark.ansible
 def test_a_bracket_file_that_names_another_variant_is_a_load_error(run):
     path = run / "spark-sim01" / "nvidia-bare.bracket.json"
     doc = json.loads(path.read_text())
@@ -82,6 +84,7 @@ def test_a_bracket_file_that_names_another_variant_is_a_load_error(run):
     assert len(r.brackets) == 2 and len(r.results) == 21
 
 
+@pytest.mark.ansible
 def test_drift_verdict_per_host(run):
     r = load.load_run(run)
     d = drift.host_drift(r.results, r.brackets)
@@ -106,6 +109,7 @@ def test_drift_verdict_per_host(run):
     assert drift.host_drift(r.results, r.brackets) == d
 
 
+@pytest.mark.ansible
 def test_a_bracket_without_its_main_result_and_the_latest_bracket_per_host(run):
     r = load.load_run(run)
     results = [x for x in r.results if not (x["host"] == "spark-sim02" and x["variant"]["name"] == "nvidia-bare")]
@@ -119,6 +123,7 @@ def test_a_bracket_without_its_main_result_and_the_latest_bracket_per_host(run):
     assert drift.host_drift(r.results, r.brackets + [older])["spark-sim01"]["variant"] == "nvidia-bare"
 
 
+@pytest.mark.ansible
 def test_report_has_the_drift_section_and_marks_the_drifted_host(run):
     out = cli.render(run)
     md = (run / "report.md").read_text()
@@ -144,6 +149,7 @@ def test_report_has_the_drift_section_and_marks_the_drifted_host(run):
     assert h2h == []
 
 
+@pytest.mark.unit
 def test_no_bracket_no_section(tmp_path):
     out = tmp_path / "fleet-sim"
     shutil.copytree(FLEET, out)

@@ -14,6 +14,8 @@ import pytest
 
 from golden_render import CASES, compare_case, render_case
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.unit
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

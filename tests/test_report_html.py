@@ -24,6 +24,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason="chromium missing: run scripts/setup_chromium.sh (make setup does)")
+pytestmark = [pytestmark, pytest.mark.sim]
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

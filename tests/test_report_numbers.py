@@ -14,6 +14,8 @@ from sparkbench.report import numbers as rt
 
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 RUNS = REPO / "tests" / "fixtures" / "runs"
 
 

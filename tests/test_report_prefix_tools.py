@@ -129,6 +129,7 @@ def write_run(tmp_path: Path, docs: list[dict]) -> Path:
 
 # --------------------------------------------------------------------------- the share comparison
 
+@pytest.mark.unit
 def test_compare_shares_phrasing_formula_and_determinism():
     same = vd.compare_shares([True] * 10, [True] * 10)
     assert same["kind"] == "no_difference" and same["pp"] == 0.0
@@ -147,6 +148,7 @@ def test_compare_shares_phrasing_formula_and_determinism():
         vd.compare_shares([True] * 5, [1, 0, 1, 1, 1])
 
 
+@pytest.mark.unit
 def test_compare_shares_rarely_says_differs_for_identical_servers():
     rng = random.Random(7)
     false = 0
@@ -159,6 +161,7 @@ def test_compare_shares_rarely_says_differs_for_identical_servers():
 
 # --------------------------------------------------------------------------- sections
 
+@pytest.mark.unit
 def test_prefix_pairs_match_the_same_build_and_flags_and_judge_warm_ttfts():
     docs = run_docs()
     data = compare.prefix_pairs(docs)
@@ -178,6 +181,7 @@ def test_prefix_pairs_match_the_same_build_and_flags_and_judge_warm_ttfts():
     assert numbers.prefix_caching_on(docs[2]) is False and numbers.prefix_caching_on(docs[0]) is True
 
 
+@pytest.mark.unit
 def test_prefix_pairs_read_argv_when_args_are_not_a_mapping_and_say_when_flags_differ():
     nv, un, off = run_docs()
     for d in (nv, off):
@@ -193,6 +197,7 @@ def test_prefix_pairs_read_argv_when_args_are_not_a_mapping_and_say_when_flags_d
     assert lone["pairs"] == [] and "no variant of build nvidia" in lone["unpaired"][0]
 
 
+@pytest.mark.unit
 def test_prefix_section_tables_and_summary_line():
     section = sections.prefix_caching(run_docs())
     lines, tables = section.lines, section.tables
@@ -210,6 +215,7 @@ def test_prefix_section_tables_and_summary_line():
     assert lines[0].endswith("(simulated)")
 
 
+@pytest.mark.unit
 def test_multi_turn_section_per_turn_and_first_to_last():
     section = sections.multi_turn(run_docs())
     entries, lines, (table,) = section.data, section.lines, section.tables
@@ -224,6 +230,7 @@ def test_multi_turn_section_per_turn_and_first_to_last():
     assert "300 → 1260 tokens" in lines[0] and "TTFT 0.100 → 0.250 s (+150.0 %)" in lines[0]
 
 
+@pytest.mark.unit
 def test_tool_calls_section_counts_categories_and_failures():
     section = sections.tool_calls(run_docs())
     lines, (main, fails) = section.lines, section.tables
@@ -253,6 +260,7 @@ def test_tool_calls_section_counts_categories_and_failures():
     assert lines[0].endswith("4 skipped; skipped: structured outputs are not available (simulated)")
 
 
+@pytest.mark.unit
 def test_goodput_verdicts_at_each_common_rate_against_the_reference_variant():
     docs = serving_docs()
     section = sections.goodput_verdicts(docs)
@@ -283,6 +291,7 @@ def rendered(tmp_path_factory):
     return run, out
 
 
+@pytest.mark.sim
 def test_render_writes_every_section_and_the_main_table_column(rendered):
     run, out = rendered
     md = (run / "report.md").read_text()
@@ -303,6 +312,7 @@ def test_render_writes_every_section_and_the_main_table_column(rendered):
     assert any("prefix caching (nvidia-bare vs nvidia-noprefix" in s for s in out["summary"])
 
 
+@pytest.mark.sim
 def test_results_json_and_csv_carry_the_new_figures(rendered):
     run, _ = rendered
     doc = json.loads((run / "results.json").read_text())
@@ -322,6 +332,7 @@ def test_results_json_and_csv_carry_the_new_figures(rendered):
     assert csv_rows["nvidia-bare"]["prefix_warm_ttft_p50_s"] != "" and csv_rows["unsloth-bare"]["tools_passed"] == "1"
 
 
+@pytest.mark.sim
 def test_terminal_table_shows_the_rate_and_tools_columns_as_report_md(rendered):
     run, out = rendered
     doc = out["doc"]
@@ -338,6 +349,7 @@ def test_terminal_table_shows_the_rate_and_tools_columns_as_report_md(rendered):
     assert (term["nvidia-bare"]["max rate @SLO"], term["unsloth-bare"]["tools"]) == ("1", "1/4")
 
 
+@pytest.mark.unit
 def test_runs_without_the_phases_keep_their_report(tmp_path):
     docs = serving_docs()
     run = write_run(tmp_path, docs[:1])

@@ -15,6 +15,8 @@ import pytest
 
 from helpers import REPO
 
+pytestmark = pytest.mark.sim
+
 RUNS = REPO / "tests" / "fixtures" / "runs"
 RENDER = [sys.executable, "-m", "sparkbench.report"]
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from sparkbench.report import cli, numbers, sections
 
 from helpers import REPO
+
+pytestmark = pytest.mark.unit
 
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
 

@@ -54,12 +54,14 @@ def markdown_section(md: str, title: str) -> tuple[list[str], list[list[str]]]:
     return table[0], table[2:]
 
 
+@pytest.mark.sim
 def test_terminal_table_is_printed_from_results_json(fleet: Path):
     doc = render(fleet)
     assert doc["terminal_table"] == terminal_table(doc)
     assert doc["terminal_table"].splitlines()[0] == SIMULATED_LABEL
 
 
+@pytest.mark.sim
 def test_terminal_table_and_report_md_print_the_same_figures(fleet: Path):
     """For every host × variant: single (min–max), × bare, combined at 2/4/8, acceptance,
     % of roofline or tokens per step and TTFT read the same in the terminal table and in
@@ -96,6 +98,7 @@ def test_terminal_table_and_report_md_print_the_same_figures(fleet: Path):
     assert "weights + KV" in md and "nvidia/Qwen3.6-35B-A3B-NVFP4 161.6 tok/s" in md
 
 
+@pytest.mark.sim
 def test_terminal_table_labels_and_one_host_layout(tmp_path: Path):
     run = tmp_path / "seed-v0.25"
     shutil.copytree(RUNS / "seed-v0.25", run)
@@ -106,6 +109,7 @@ def test_terminal_table_labels_and_one_host_layout(tmp_path: Path):
     assert any("unsloth-mtp2" in line and "81.60" in line and "−16.7 %" in line for line in lines)
 
 
+@pytest.mark.ansible
 def test_report_playbook_writes_a_report_beside_a_corrupt_result_file(tmp_path: Path):
     results = tmp_path / "results"
     shutil.copytree(RUNS / "fleet-sim", results / "fleet-sim")

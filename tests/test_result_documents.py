@@ -73,6 +73,7 @@ def written(rec: dict) -> dict:
     return doc
 
 
+@pytest.mark.sim
 def test_complete_document_is_measured_block_plus_context(host_plan, measured):
     e = entry(host_plan)
     rec = result.record(e, HOST, "measure", True, measure={"rc": 0, "stdout": json.dumps(measured_block()), "stderr": ""},
@@ -89,6 +90,7 @@ def test_complete_document_is_measured_block_plus_context(host_plan, measured):
     assert doc["server_startup"] == {"time_to_ready_s": 3.2, "model_memory_gib": 21.0}
 
 
+@pytest.mark.sim
 def test_incomplete_measurement_keeps_its_figures_and_says_why(host_plan, measured):
     block = measured_block() | {"status": "incomplete",
                                 "errors": [{"phase": "parallel", "request": 3, "message": "stream stalled 60 s"}]}
@@ -98,6 +100,7 @@ def test_incomplete_measurement_keeps_its_figures_and_says_why(host_plan, measur
     assert doc["failure"]["stage"] == "measure" and doc["failure"]["reason"] == "stream stalled 60 s"
 
 
+@pytest.mark.sim
 def test_engine_death_mid_run_names_the_known_issue_on_an_incomplete_result(host_plan, measured):
     # Some requests served, then the engine died: measure.py exits 3 and the container log,
     # read after it (vllm_server collect), explains the rest as it would a failed run.
@@ -115,6 +118,7 @@ def test_engine_death_mid_run_names_the_known_issue_on_an_incomplete_result(host
     assert "(measure.py: HTTP 500: EngineCore encountered an issue)" in f["reason"]
 
 
+@pytest.mark.unit
 def test_preflight_refusal(tmp_path):
     p = plan.plan_host(inventory_vars(tmp_path, bench_extra_variants=[
         {"name": "nvidia-mnbt2048", "build": "nvidia", "config": "bare", "args": {"max-num-batched-tokens": 2048}}]),
@@ -126,6 +130,7 @@ def test_preflight_refusal(tmp_path):
     assert doc["failure"]["log_excerpt"] == "" and "max-num-batched-tokens" in doc["failure"]["remedy"]
 
 
+@pytest.mark.unit
 def test_launch_failure_and_readiness_timeout(host_plan):
     crashed = {"issue": "flashinfer_b12x_linear", "reason": "flashinfer_b12x is not a linear backend",
                "remedy": "drop --linear-backend", "log_excerpt": "ValueError: ..."}
@@ -140,6 +145,7 @@ def test_launch_failure_and_readiness_timeout(host_plan):
     assert doc["failure"]["remedy"] == result.DEFAULT_REMEDY["launch"] and doc["failure"]["issues"] == []
 
 
+@pytest.mark.ansible
 @pytest.mark.parametrize("run, reason", [
     ({"rc": 2, "stdout": "", "stderr": "measure.py: http://127.0.0.1:8101 unreachable: connection refused"},
      "measure.py: http://127.0.0.1:8101 unreachable: connection refused"),
@@ -158,6 +164,7 @@ NOT_REQUESTED = {"requested": False, "done": False, "reason": "not requested (be
 READ_ONLY = "/bin/sh: 1: cannot create /proc/sys/vm/drop_caches: Read-only file system"
 
 
+@pytest.mark.ansible
 @pytest.mark.unit
 @pytest.mark.parametrize("requested, run, outcome", [
     # bench_drop_caches false: the drop task was skipped (or is an earlier variant's), never read.
@@ -182,6 +189,7 @@ def test_drop_caches_outcome_from_the_drop_task(requested, run, outcome):
 
 
 @pytest.mark.unit
+@pytest.mark.unit
 def test_drop_caches_outcome_reaches_the_document(host_plan):
     crashed = {"issue": None, "reason": "container exited", "remedy": None, "log_excerpt": ""}
     outcome = result.drop_caches_outcome(True, {"rc": 1, "stderr": READ_ONLY})
@@ -191,6 +199,7 @@ def test_drop_caches_outcome_reaches_the_document(host_plan):
     assert "protocol" not in written(result.record(entry(host_plan), HOST, "launch", False, launch_failure=crashed))
 
 
+@pytest.mark.unit
 def test_host_failure_is_recorded_for_every_planned_variant(host_plan):
     recs = [result.record(e, HOST, "host", False, reason="Spark host | require a Docker engine: not reachable")
             for e in host_plan["variants"]]
@@ -200,6 +209,7 @@ def test_host_failure_is_recorded_for_every_planned_variant(host_plan):
         assert doc["failure"]["stage"] == "host" and doc["simulated"] is True and "Docker engine" in doc["failure"]["reason"]
 
 
+@pytest.mark.sim
 def test_an_invalid_document_is_never_written(tmp_path, host_plan, measured):
     e = entry(host_plan)
     bad = measured_block() | {"schema_version": 1}  # an integer, as an old builder wrote
@@ -210,6 +220,7 @@ def test_an_invalid_document_is_never_written(tmp_path, host_plan, measured):
     assert doc["failure"]["stage"] == "measure" and "schema_version" in doc["failure"]["reason"]
 
 
+@pytest.mark.unit
 def test_settings_and_variable_defaults_have_one_value(tmp_path):
     """sparkbench.settings.DEFAULTS equal the run-wide llm_bench_* values in the inventory, and the
     plan's variable defaults equal the roles' literal defaults: no second, drifting copy."""

@@ -38,6 +38,7 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           env={**os.environ, **(env or {})})
 
 
+@pytest.mark.unit
 def test_api_failing_variant_nonzero_and_report(tmp_path: Path, monkeypatch, runner_dir: Path):
     monkeypatch.setenv("SPARKBENCH_TEST_API_KEY", "canary-7f3a9")  # must not survive in artifacts
     changes = []
@@ -63,6 +64,7 @@ def test_api_failing_variant_nonzero_and_report(tmp_path: Path, monkeypatch, run
             assert "canary-7f3a9" not in f.read_text(encoding="utf-8", errors="replace"), f
 
 
+@pytest.mark.ansible
 def test_cli_unreachable_host_exit_2(tmp_path: Path):
     proc = cli("bench", "-i", str(FIX / "hosts_unreachable.yml"), "--playbook", str(FIX / "fake_bench.yml"),
                "--results-dir", str(tmp_path), "--run-id", "down", "-e", "fake_measure_s=0")
@@ -74,6 +76,7 @@ def test_cli_unreachable_host_exit_2(tmp_path: Path):
     assert (tmp_path / "down" / "report.html").is_file()
 
 
+@pytest.mark.ansible
 def test_cli_playbook_error_exit_3(tmp_path: Path):
     bad = tmp_path / "bad.yml"
     bad.write_text("- hosts: fake\n  tasks:\n    - name: Bench | plan\n      no_such_module: {}\n")
@@ -82,6 +85,7 @@ def test_cli_playbook_error_exit_3(tmp_path: Path):
     assert "before planning any variant" in proc.stdout
 
 
+@pytest.mark.ansible
 @pytest.mark.parametrize("args, message", [
     (["bench", "-e", "hf_token=abc"], "secrets are not passed as extra vars"),
     (["bench", "-e", "novalue"], "expected KEY=VALUE, a JSON object or @file"),
@@ -97,6 +101,7 @@ def test_cli_usage_errors_exit_4(args: list[str], message: str):
     assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.ansible
 def test_cli_report_subcommand(tmp_path: Path):
     import shutil
     shutil.copytree(REPO / "tests" / "fixtures" / "runs" / "seed-v0.25", tmp_path / "seed-v0.25")

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from sparkbench.runner.progress import Progress
 from sparkbench.runner.view import View, table
+
+pytestmark = pytest.mark.unit
 
 
 def ev(kind: str, host: str | None, task: str, **data) -> dict:

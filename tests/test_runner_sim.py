@@ -20,6 +20,7 @@ INV = REPO / "tests" / "fixtures" / "runner" / "sim_inventory"
 pytestmark = pytest.mark.skipif(
     subprocess.run(["docker", "image", "inspect", "sparkbench/vllm-sim:v0.25.0"], capture_output=True).returncode != 0,
     reason="simulator image missing: run make setup")
+pytestmark = [pytestmark, pytest.mark.ansible]
 
 
 @pytest.fixture()

@@ -8,6 +8,8 @@ import pytest
 from sparkbench import measure, settings
 from sparkbench.errors import InputError
 
+pytestmark = pytest.mark.unit
+
 ARGV = dict(python="python3", script="measure.py", base_url="http://127.0.0.1:8000", model="m",
             quality_file="q.json", sandbox_image="img")
 

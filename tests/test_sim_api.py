@@ -13,6 +13,8 @@ import pytest
 
 from conftest import REPO_ROOT
 
+pytestmark = pytest.mark.sim
+
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 FAST = {"VLLM_SIM_RATE": "1500", "VLLM_SIM_SHORT_THINKING": "1"}
 QUALITY = json.loads((REPO_ROOT / "profiles" / "quality.json").read_text(encoding="utf-8"))

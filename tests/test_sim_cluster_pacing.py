@@ -32,17 +32,20 @@ def rate(n: int, tp: int = 1, pp: int = 1, model: dict = GPTOSS) -> float:
     return n / pm.raw_step(n, 0, CTX * n)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("tp,published", [(1, 57.5), (2, 69.0)])
 def test_calibration_single_stream_within_2_percent(tp, published):
     assert rate(1, tp) == pytest.approx(published, rel=0.02)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("tp,published", [(1, 153.5), (2, 231.0)])
 def test_held_out_eight_streams_aggregate_within_band(tp, published):
     err = rate(8, tp) / published - 1
     assert abs(err) <= HELD_OUT_BAND, f"TP={tp} c8: predicted {rate(8, tp):.1f} vs {published} ({err:+.1%})"
 
 
+@pytest.mark.unit
 def test_pipeline_parallel_single_stream_is_about_one_unit():
     one, pp2 = rate(1), rate(1, pp=2)
     assert pp2 < one                       # hand-offs cost a little ...
@@ -50,11 +53,13 @@ def test_pipeline_parallel_single_stream_is_about_one_unit():
     assert rate(8, pp=2) > rate(8)         # micro-batches interleave: batched decode gains
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("n", [1, 8, 32])
 def test_tensor_parallel_never_doubles(n):
     assert rate(n) < rate(n, tp=2) < 2 * rate(n)
 
 
+@pytest.mark.unit
 def test_single_unit_path_unchanged_by_the_interconnect():
     """TP = PP = 1 never reads the interconnect block: the other models' calibration holds."""
     hw = json.loads(json.dumps(HW))
@@ -65,6 +70,7 @@ def test_single_unit_path_unchanged_by_the_interconnect():
     assert a == b
 
 
+@pytest.mark.unit
 def test_allreduce_formula_units():
     """AR(x) = latency + x * hidden * 2 B * 2 (t-1)/t / (link_gbps * 1e9 / 8 * efficiency)."""
     pm = PacingModel(HW, GPTOSS, tensor_parallel_size=2)
@@ -86,6 +92,7 @@ def _serve(*flags: str, env: dict | None = None):
                           env={**os.environ, "VLLM_SIM_LOAD_SECONDS": "0.1", **(env or {})})
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize("flags", [["-tp", "2"], ["-pp", "2", "--distributed-executor-backend", "mp"]])
 def test_world_over_the_node_gpus_without_ray_fails_as_vllm(flags):
     p = _serve(*flags)
@@ -94,6 +101,7 @@ def test_world_over_the_node_gpus_without_ray_fails_as_vllm(flags):
     assert "- ray, set '--distributed-executor-backend ray'." in p.stderr
 
 
+@pytest.mark.sim
 def test_bad_backend_and_missing_ray_fail_at_start():
     p = _serve("--distributed-executor-backend", "dask")
     assert p.returncode == 1 and "Input should be 'ray', 'mp', 'uni' or 'external_launcher'" in p.stderr

@@ -25,6 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import REPO_ROOT, start_sim
 
+pytestmark = pytest.mark.sim
+
 IMAGE = "sparkbench/vllm-cpu:latest"
 MODEL = "sparkbench/tiny-llama"
 MAX_MODEL_LEN = 2048

@@ -17,6 +17,7 @@ from conftest import REPO_ROOT, docker_available, free_port
 
 OK, WHY = docker_available()
 pytestmark = pytest.mark.skipif(not OK, reason=WHY)
+pytestmark = [pytestmark, pytest.mark.sim]
 IMAGE = "sparkbench/vllm-sim:latest"
 N35 = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 DONE_WHEN = [N35, "--quantization", "modelopt", "--max-num-batched-tokens", "4096", "--speculative-config",

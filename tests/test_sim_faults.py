@@ -14,6 +14,8 @@ import pytest
 
 from conftest import SIM_DIR, free_port
 
+pytestmark = pytest.mark.sim
+
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 ARGS = ["--max-num-batched-tokens", "4096"]
 

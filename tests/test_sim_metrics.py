@@ -7,7 +7,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = pytest.mark.sim
 
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 MTP3 = ["--max-num-batched-tokens", "4096", "--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']

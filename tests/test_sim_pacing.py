@@ -7,6 +7,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
+import pytest
 
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 D27 = "nvidia/Qwen3.6-27B-NVFP4"
@@ -35,6 +36,7 @@ def decode_rate(r: dict) -> float:
     return (r["completion_tokens"] - 1) / (r["last_token"] - r["first_token"])
 
 
+@pytest.mark.sim
 def test_single_and_eight_streams_follow_the_model(sim_factory):
     # Spans of 1-2 s, so one late wake-up of the engine thread on a loaded machine stays under 1 %.
     sim = sim_factory(args=ARGS, env={"VLLM_SIM_RATE": "50"})
@@ -58,6 +60,7 @@ def test_single_and_eight_streams_follow_the_model(sim_factory):
     assert abs(mean_tpot - timeline) / timeline < 0.01
 
 
+@pytest.mark.sim
 def test_halving_bandwidth_halves_the_bare_rate(sim_factory):
     """Dense 27B at real speed: the rate scales with bandwidth except the per-layer launch cost."""
     full = sim_factory(model=D27, args=ARGS, env={"VLLM_SIM_SPEEDUP": "4"})
@@ -70,6 +73,7 @@ def test_halving_bandwidth_halves_the_bare_rate(sim_factory):
     assert 0.49 < ratio < 0.53, ratio          # the 64 x 90 us launch cost does not scale with bandwidth
 
 
+@pytest.mark.sim
 def test_prefill_and_context_depth(sim_factory):
     """TTFT grows with the prompt (chunked by --max-num-batched-tokens); deep context decodes slower."""
     sim = sim_factory(model=D27, args=["--max-num-batched-tokens", "2048", "--kv-cache-dtype", "fp8"],
@@ -95,6 +99,7 @@ def test_prefill_and_context_depth(sim_factory):
     assert decode_rate(long_) < decode_rate(short)     # KV cache read grows with context
 
 
+@pytest.mark.sim
 def test_per_host_efficiency_makes_a_slow_unit(sim_factory):
     normal = sim_factory(model=D27, args=ARGS)
     slow = sim_factory(model=D27, args=ARGS, env={"VLLM_SIM_EFFICIENCY": "0.8", "VLLM_SIM_DRIVER_VERSION": "570.1"})
@@ -104,6 +109,7 @@ def test_per_host_efficiency_makes_a_slow_unit(sim_factory):
     assert 11.5 < p_norm < 13.0                           # the held-out 27B lands near the seed's 12.43
 
 
+@pytest.mark.sim
 def test_request_noise_knob_draws_one_seeded_factor_per_request(sim_factory):
     """VLLM_SIM_REQUEST_NOISE: each request's step-time factor is exp(N(0, noise)) drawn in arrival
     order from the seeded RNG, and a single stream's decode rate follows it (rate × factor constant)."""
@@ -123,6 +129,7 @@ def test_request_noise_knob_draws_one_seeded_factor_per_request(sim_factory):
     assert run(plain, 1, 16)[0]["noise_factor"] == 1.0  # off by default
 
 
+@pytest.mark.unit
 def test_request_noise_knob_rejects_a_negative_value():
     import pytest
 

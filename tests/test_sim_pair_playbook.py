@@ -47,6 +47,7 @@ def docker_ok() -> bool:
 
 pytestmark = pytest.mark.skipif(not docker_ok() or not shutil.which("flock"),
                                 reason=f"Docker engine, {IMAGE} or flock missing: run make setup")
+pytestmark = [pytestmark, pytest.mark.ansible]
 
 # Short runs: the figures' size matters here, not their precision (the demo runs the defaults);
 # a 1 s simulated load and a 1 s link test.

@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import SIM_DIR, port_in
@@ -87,6 +88,7 @@ def expected_hit(cached_msgs: list[list], msgs: list, block: int) -> int:
     return n * block
 
 
+@pytest.mark.unit
 def test_stream_matches_prompt_count_and_chains_blocks() -> None:
     msgs = [{"role": "system", "content": doc("a", 20)}, {"role": "user", "content": "One question?"}]
     stream = PC.render_stream(msgs)
@@ -101,6 +103,7 @@ def test_stream_matches_prompt_count_and_chains_blocks() -> None:
     assert len(c.blocks) == 4 and c.evictions == len(ka) - 4   # LRU bound
 
 
+@pytest.mark.sim
 def test_hits_cut_prefill_counters_usage_and_log(sim_factory) -> None:
     s = sim_factory(model=GPT_OSS, args=["--enable-prompt-tokens-details"],
                     env={"VLLM_SIM_LOG_INTERVAL": "0.2"}, port=port_in(19300, 19400))
@@ -138,6 +141,7 @@ def test_hits_cut_prefill_counters_usage_and_log(sim_factory) -> None:
     assert rates and float(rates[-1]) == round(100.0 * hits / prompts, 1)
 
 
+@pytest.mark.sim
 def test_caching_off_counts_nothing_and_prefills_everything(sim_factory) -> None:
     s = sim_factory(model=GPT_OSS, args=["--no-enable-prefix-caching", "--enable-prompt-tokens-details"],
                     env={"VLLM_SIM_LOG_INTERVAL": "0.2"}, port=port_in(19300, 19400))
@@ -156,6 +160,7 @@ def test_caching_off_counts_nothing_and_prefills_everything(sim_factory) -> None
     assert "Engine 000:" in s.log() and "Prefix cache hit rate" not in s.log()
 
 
+@pytest.mark.sim
 def test_lru_bounded_by_kv_blocks(sim_factory) -> None:
     # 200 blocks of 16 tokens: room for about two of these ~1300-token prompts
     s = sim_factory(model=GPT_OSS, args=["--num-gpu-blocks-override", "200"],
@@ -173,6 +178,7 @@ def test_lru_bounded_by_kv_blocks(sim_factory) -> None:
     assert info["enabled"] and info["num_blocks"] == 200 and 0 < info["cached_blocks"] <= 200 and info["evictions"] > 0
 
 
+@pytest.mark.sim
 def test_history_hits_through_the_answer_and_hybrid_blocks(sim_factory) -> None:
     s = sim_factory(model=GPT_OSS, env={"VLLM_SIM_RATE": "400"}, port=port_in(19300, 19400))
     t1 = [{"role": "user", "content": doc("conv", 8)}]

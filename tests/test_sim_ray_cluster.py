@@ -29,6 +29,7 @@ OBJECT_STORE = "80000000"   # bytes: small (Ray's minimum is 75 MB), two nodes f
 
 OK, WHY = docker_available()
 pytestmark = pytest.mark.skipif(not OK, reason=WHY)
+pytestmark = [pytestmark, pytest.mark.sim]
 
 
 def docker(*args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:

@@ -9,6 +9,8 @@ import pytest
 
 from conftest import SIM_DIR
 
+pytestmark = pytest.mark.sim
+
 N35 = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 U35 = "unsloth/Qwen3.6-35B-A3B-NVFP4"
 D27 = "nvidia/Qwen3.6-27B-NVFP4"

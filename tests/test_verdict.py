@@ -12,6 +12,8 @@ from sparkbench import verdict as vd
 
 from helpers import REPO
 
+pytestmark = pytest.mark.unit
+
 
 def noisy(center: float, n: int, sd: float, rng: random.Random) -> list[float]:
     return [center * math.exp(rng.gauss(0.0, sd)) for _ in range(n)]

@@ -23,6 +23,7 @@ from conftest import real_vllm_skip_reason
 
 _REASON = real_vllm_skip_reason()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+pytestmark = [pytestmark, pytest.mark.real]
 
 
 def _get(url: str, timeout: float = 10.0):
