@@ -1,6 +1,6 @@
 """The variant matrix: builds × configurations (+ extra variants) → expanded variants.
 
-The inventory writes the seed's matrix compactly::
+The inventory writes the source article's matrix compactly::
 
     bench_builds:   [{name: nvidia, model: nvidia/Qwen3.6-35B-A3B-NVFP4, args: {quantization: modelopt}}, ...]
     bench_configs:  [{name: bare}, {name: mtp2, args: {speculative-config: {...}}}, ...]

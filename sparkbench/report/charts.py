@@ -53,7 +53,7 @@ def _save(fig: Any, path: Path) -> str:
 
 def mtp_uplift(results: list[dict], out_dir: Path) -> dict:
     """Stacked bars per model × build: bare single-stream tok/s (dark) + the uplift of its best MTP
-    configuration (light), the seed article's first chart. data: labels, bare, uplift, best_config, total."""
+    configuration (light), the source article's first chart. data: labels, bare, uplift, best_config, total."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for name, rs in _variants(results).items():
         r0 = rs[0]

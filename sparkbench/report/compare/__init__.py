@@ -44,9 +44,9 @@ Run to run
     differ); Δ% = (current − baseline) / baseline × 100 for single and combined at 8. Version
     bridge: the pairs whose vLLM version differs (or ``bridge_variants``); the runs are
     *comparable* when every bridge pair's single-stream verdict (``tolerance_pct`` =
-    ``threshold_pct``, default 2.5 %, the seed article's tolerance) either finds no detectable
+    ``threshold_pct``, default 2.5 %, the source article's tolerance) either finds no detectable
     difference or puts the whole 95 % interval within ±tolerance. Pairs without per-request data
-    (results that hold only medians, e.g. the seed article's published figures: 27B 12.13 → 12.43
+    (results that hold only medians, e.g. the source article's published figures: 27B 12.13 → 12.43
     bare = +2.5 %, 29.38 → 28.91 MTP = −1.6 %) read "not enough requests for a verdict"; when no pair has a
     verdict the bridge falls back to the medians: comparable when every |Δ%| ≤ ``threshold_pct``.
 

@@ -20,7 +20,7 @@ def _bare_median(results: list[dict], result: dict) -> float | None:
 
 
 def variant_row(result: dict, results: list[dict]) -> dict:
-    """One row of the per-host table (the seed article's layout) (numbers, None where not measured)."""
+    """One row of the per-host table (the source article's layout) (numbers, None where not measured)."""
     med, lo, hi = n.single_stats(result)
     bare = _bare_median(results, result)
     roof = roofline(result)

@@ -1,4 +1,4 @@
-"""The per-host sections: one table per host (and per cluster) in the seed article's layout, then
+"""The per-host sections: one table per host (and per cluster) in the source article's layout, then
 quality, image check, telemetry, run protocol and failures, and the hosts without any result. A
 cluster variant (a result with a ``cluster`` block) is one unit, shown as ``"<name> (<head> +
 <worker>)"`` (:func:`unit_cell`) with its layout (``gptoss-tp2 (TP=2)``, :func:`variant_label`).
@@ -55,7 +55,7 @@ def variant_label(row: dict) -> str:
 
 
 def main_row(row: dict) -> list[str]:
-    """One variant row of a host table (the seed article's layout)."""
+    """One variant row of a host table (the source article's layout)."""
     if row["status"] == "failed":
         return [variant_label(row), "failed (see Failures)"] + [DASH] * (len(MAIN_HEADERS) - 2)
     name = variant_label(row) + (" (incomplete)" if row["status"] == "incomplete" else "")
@@ -89,7 +89,7 @@ def roofline_note(rows: list[dict]) -> str | None:
 
 
 def host_tables(data: dict) -> list[Table]:
-    """One table per host in the seed article's layout (``data`` =
+    """One table per host in the source article's layout (``data`` =
     :func:`~sparkbench.report.numbers.report_tables`); a cluster's variants (rows with a ``unit``,
     written under the head host) get a table of their own, "Cluster <name> (<head> + <worker>)",
     right after the head's, each variant labelled with its parallel layout (``gptoss-tp2 (TP=2)``)."""
