@@ -240,6 +240,12 @@ def test_real_results_carry_the_manifest_and_say_cpu(real_run):
     assert "bfloat16" in dtypes["tiny-bf16"] and "float32" in dtypes["tiny-fp32"]
 
 
+def late_reads(itl_ms: list[float] | None) -> bool:
+    """Several token events read at once (a gap of 0 ms), more than 2 % of the stream's gaps."""
+    gaps = itl_ms or []
+    return sum(1 for g in gaps if g < 0.05) > max(2, 0.02 * len(gaps))
+
+
 @pytest.mark.ansible
 @pytest.mark.real
 def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_run):
@@ -247,8 +253,8 @@ def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_ru
     first-chunk tokens) = 1 / decode_tok_s, averaged, vs vLLM's own mean of
     vllm:request_time_per_output_token_seconds (Δ_sum / Δ_count), over exactly the measured
     requests of each server instance (warm-up 0, no parallel phase: no other generation request).
-    When measure.py had to re-run a run (no decode figure), the comparison is over the valid runs,
-    each matched with its own histogram step."""
+    When measure.py had to re-run a run (no decode figure), or the client read a stream late
+    (``late_reads``), the comparison is over the other runs, each matched with its own histogram step."""
     live = [snaps for snaps in real_run["instances"] if snaps[-1][1] > snaps[0][1]]
     assert len(live) == len(MEASURED), real_run["instances"]
     for name, snaps in zip(MEASURED, live):  # the host serves its variants in matrix order
@@ -256,6 +262,14 @@ def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_ru
         (s0, c0), (s1, c1) = snaps[0], snaps[-1]
         assert c1 - c0 == len(runs), (name, c1 - c0, len(runs))  # exactly measure.py's requests
         valid = [i for i, r in enumerate(runs) if r["decode_tok_s"]]
+        # A reader that was late (the machine busy elsewhere) reads several token events in one
+        # recv(): zero gaps in itl_ms. Such a run's figure reflects the delivery, not vLLM, so it is
+        # judged only where the stream was read as it was sent (a healthy run here has none).
+        late = [i for i in valid if late_reads(runs[i]["itl_ms"])]
+        valid = [i for i in valid if i not in late]
+        if len(valid) < 2:
+            pytest.skip(f"{name}: the client read {len(late)} of {len(runs)} streams late (bunched token events): "
+                        "no timely stream to compare")
         if len(valid) == len(runs):
             server, n = (s1 - s0) / (c1 - c0), len(runs)
         else:  # the histogram's steps of one request each (count +1), keyed by request index
