@@ -1,7 +1,8 @@
 # sparkbench — make targets.
 #
 #   make setup   .venv from requirements.txt, a Docker engine (Debian's docker.io when none answers),
-#                the Debian base image, the simulator images and headless Chromium (report tests).
+#                the Debian base image, the simulator images, headless Chromium (report tests) and
+#                Debian's openssh-server and sudo (the SSH test units; no system sshd is started).
 #                Idempotent: seconds when done.
 #   make test    setup + the whole suite (pytest, ruff, ansible-lint, Molecule). What CI runs.
 #   make demo    the full seed matrix on the simulated Spark fleet: tables, report.html, charts,
@@ -21,12 +22,12 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule and ansible-lint must never try to reach Galaxy.
 export ANSIBLE_GALAXY_DISABLE_GPG_VERIFY := 1
 
-.PHONY: help setup venv docker images chromium test pytest lint molecule demo bench clean
+.PHONY: help setup venv docker images chromium ssh-units test pytest lint molecule demo bench clean
 
 help:
-	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,11p' Makefile | sed 's/^# \{0,1\}//'
 
-setup: venv docker images chromium
+setup: venv docker images chromium ssh-units
 
 venv: $(VENV)/.installed
 
@@ -50,6 +51,9 @@ images: docker
 
 chromium:
 	@scripts/setup_chromium.sh
+
+ssh-units:
+	@scripts/setup_ssh_units.sh
 
 test: setup
 	@$(MAKE) --no-print-directory pytest lint molecule

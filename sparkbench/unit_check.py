@@ -1,0 +1,106 @@
+"""What a unit must have before the benchmark can drive it, and the fix for each lack.
+
+The spark_host role probes the unit (roles/spark_host/tasks/unit.yml: the Python Ansible runs
+there, whether it imports ``requests``, the remote user's groups, the Docker socket's group) and
+passes the probes here. ``unit_needs`` returns the problems, each with its reason and fix, and
+what provisioning may change when the owner opted in (``spark_host_install_missing: true``): a
+unit is the owner's machine, so nothing is installed otherwise. ``docker_problem`` turns the
+Docker engine probe's answer into the real fault and its fix.
+
+A problem is ``{"id", "reason", "fix"}``; ids: ``python_requests``, ``docker_group``.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+OPT_IN = "-e spark_host_install_missing=true"
+#: The Debian/Ubuntu package that gives the unit's system python3 ``requests`` (DGX OS is Ubuntu).
+REQUESTS_PACKAGE = "python3-requests"
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/bin/python3") + tuple(f"/usr/bin/python3.{n}" for n in range(8, 20))
+
+
+def _requests_problem(p: Mapping[str, Any], installable: bool) -> dict[str, str]:
+    python = str(p.get("python") or "python3")
+    reason = (f"the unit's Python ({python}), which runs Ansible's Docker modules there, cannot import "
+              "'requests'")
+    if python in SYSTEM_PYTHONS:
+        fix = f"on the unit: sudo apt-get install {REQUESTS_PACKAGE}"
+        fix += f"; or let provisioning install it: {OPT_IN}" if installable else ""
+    else:
+        fix = (f"install requests into {python} (python -m pip install requests), or set ansible_python_interpreter "
+               f"for this host to the unit's /usr/bin/python3 and install {REQUESTS_PACKAGE} there")
+    return {"id": "python_requests", "reason": reason, "fix": fix}
+
+
+def _docker_group_problem(p: Mapping[str, Any]) -> dict[str, str]:
+    user = str(p.get("user") or "the remote user")
+    socket = str(p.get("docker_socket") or "/var/run/docker.sock")
+    return {"id": "docker_group",
+            "reason": f"{user} is not in the docker group, which owns the Docker socket {socket}",
+            "fix": f"on the unit: sudo usermod -aG docker {user} (it takes effect at the next login); "
+                   f"or let provisioning add it: {OPT_IN}"}
+
+
+def unit_needs(probes: Mapping[str, Any], install_missing: Any = False) -> dict[str, Any]:
+    """``probes``: ``python`` (path), ``requests_rc`` (0 when ``import requests`` worked),
+    ``user``, ``uid``, ``groups`` (names), ``docker_socket`` and
+    ``docker_socket_group`` (empty when there is no socket), ``os_family``.
+
+    Returns ``{"ok", "problems", "install": {"packages", "docker_group"}}``: ``install`` is what
+    provisioning does when ``install_missing`` is true (it is empty otherwise), ``problems`` what
+    stays wrong without it."""
+    opted_in = str(install_missing).strip().lower() in ("1", "true", "yes", "on")
+    apt = str(probes.get("os_family") or "") == "Debian"
+    python = str(probes.get("python") or "")
+    problems: list[dict[str, str]] = []
+    install: dict[str, Any] = {"packages": [], "docker_group": False}
+
+    if int(probes.get("requests_rc", 0) or 0) != 0:
+        can_install = apt and python in SYSTEM_PYTHONS
+        if opted_in and can_install:
+            install["packages"].append(REQUESTS_PACKAGE)
+        else:
+            problems.append(_requests_problem(probes, can_install))
+
+    groups = [str(g) for g in probes.get("groups") or []]
+    root = int(probes.get("uid", 0) or 0) == 0
+    if (not root and str(probes.get("docker_socket_group") or "") == "docker" and "docker" not in groups):
+        if opted_in:
+            install["docker_group"] = True
+        else:
+            problems.append(_docker_group_problem(probes))
+    return {"ok": not problems, "problems": problems, "install": install}
+
+
+def probes_from(requests_probe: Mapping[str, Any], groups_probe: Mapping[str, Any],
+                socket_probe: Mapping[str, Any], facts: Mapping[str, Any], docker_socket: str) -> dict[str, Any]:
+    """``unit_needs``' probes from the registered results of roles/spark_host/tasks/unit_probe.yml
+    (``command`` results, an ``ansible.builtin.stat`` result) and the unit's facts."""
+    stat = socket_probe.get("stat") or {}
+    return {"python": str((facts.get("python") or {}).get("executable") or ""),
+            "requests_rc": requests_probe.get("rc", 0),
+            "user": facts.get("user_id", ""), "uid": facts.get("user_uid", 0),
+            "groups": str(groups_probe.get("stdout") or "").split(), "docker_socket": docker_socket,
+            "docker_socket_group": stat.get("gr_name", "") if stat.get("exists") else "",
+            "os_family": facts.get("os_family", "")}
+
+
+def problems_message(host: str, needs: Mapping[str, Any]) -> str:
+    """One line per problem: ``<host>: <reason>; fix: <fix>``."""
+    return " | ".join(f"{host}: {p['reason']}; fix: {p['fix']}" for p in needs.get("problems") or [])
+
+
+def docker_problem(probe: Mapping[str, Any], user: str, host: str) -> str:
+    """Why the Docker engine probe (community.docker.docker_host_info, registered) did not talk to
+    Docker, with the fix: the socket's permission (docker group), a missing Python library, or no
+    engine answering."""
+    msg = str(probe.get("msg") or "no answer")
+    low = msg.lower()
+    if "permission denied" in low:
+        return (f"Docker engine on {host} refused {user} ({msg}); fix: sudo usermod -aG docker {user} on the unit "
+                f"and reconnect, or {OPT_IN}")
+    if "failed to import" in low or "no module named" in low:
+        return (f"Ansible's Docker modules cannot run on {host} ({msg}); fix: sudo apt-get install "
+                f"{REQUESTS_PACKAGE} on the unit, or {OPT_IN}")
+    return (f"Docker engine not reachable on {host} ({msg}); fix: install Docker (DGX OS ships it) and start it "
+            "(sudo systemctl enable --now docker)")
