@@ -1,7 +1,8 @@
 """Thin Ansible adapters over the sparkbench package (the logic and its tests live there).
 
 * ``vllm_log_match``          text → the first known issue whose log signature matches (sparkbench.preflight)
-* ``vllm_launch_failure``     log, start error, task message → why a launch failed (sparkbench.preflight)
+* ``vllm_launch_failure``     log (text or the log command's result), start error, task message → why a launch
+                              failed (sparkbench.preflight)
 * ``sparkbench_launch_spec``  variant, server settings → the launch spec (sparkbench.launch)
 """
 
@@ -24,7 +25,8 @@ def vllm_log_match(text: Any, issues: Any = None) -> dict | None:
 
 
 def vllm_launch_failure(log_text: Any, start_error: Any = "", launch_message: Any = "") -> dict:
-    """See sparkbench.preflight.explain_launch: {issue, reason, remedy, log_excerpt}."""
+    """See sparkbench.preflight.explain_launch: {issue, reason, remedy, log_excerpt}; ``log_text`` a
+    text or the registered result of the command that read the log (stdout and stderr)."""
     return preflight.explain_launch(log_text, start_error, launch_message)
 
 

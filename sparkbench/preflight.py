@@ -297,15 +297,30 @@ def error_line(text: Any) -> str | None:
     return found or wrapper
 
 
+def log_text_of(log: Any) -> str:
+    """The container log as one text: a string as it is, or the registered result of the command
+    that read it (``docker logs`` / ``tail``: its ``stdout`` and ``stderr``, each stripped, joined by
+    one newline, empty ones left out; a skipped or missing read gives ``""``)."""
+    if isinstance(log, Mapping):
+        parts = [log.get("stdout"), log.get("stderr")]
+    elif isinstance(log, (list, tuple)):
+        parts = list(log)
+    else:
+        return str(log or "")
+    return "\n".join(str(p).strip() for p in parts if p is not None and str(p).strip())
+
+
 def explain_launch(log_text: Any, start_error: Any = "", launch_message: Any = "",
                    issues: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Why a launch failed (or, after a failed measurement, why the server stopped serving):
     ``{issue, reason, remedy, line, log_excerpt}`` (``line``: the log line that explains it).
 
-    The first known issue whose signature matches Docker's start error, the failed task's message
-    or the container log; else the server's own last error line from the log; else Docker's
-    start error or the task's message.
+    ``log_text``: the container log, a text or the log command's registered result (its stdout
+    and stderr, :func:`log_text_of`). The first known issue whose signature matches Docker's start
+    error, the failed task's message or the container log; else the server's own last error line
+    from the log; else Docker's start error or the task's message.
     """
+    log_text = log_text_of(log_text)
     texts = [str(t).strip() for t in (launch_message, start_error, log_text) if t and str(t).strip()]
     everything = "\n".join(texts)
     match = vllm_log_match(everything, issues or load_known_issues())

@@ -133,7 +133,8 @@ def context_fields(plan: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str
 
 
 def _excerpt(text: Any) -> str:
-    return str(text or "")[-LOG_EXCERPT_CHARS:]
+    """The last ``LOG_EXCERPT_CHARS`` of a log, without blank lines at either end."""
+    return str(text or "")[-LOG_EXCERPT_CHARS:].strip()
 
 
 def failure(stage: str, reason: Any, remedy: Any = None, log_excerpt: Any = "", issues: Any = ()) -> dict[str, Any]:
@@ -294,7 +295,8 @@ def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, l
                   cluster_failures: Any = None) -> tuple[dict, dict | None]:
     """The failure object of a variant that failed at ``stage``, and the measured block if any.
 
-    host: ``reason``; preflight: the plan's verdict; launch: the vllm_server role's diagnosis
+    host: ``reason``, a text or the host failure object (:func:`sparkbench.host_failure.explain`:
+    its reason, remedy, log excerpt and known issue); preflight: the plan's verdict; launch: the vllm_server role's diagnosis
     (``{issue, reason, remedy, log_excerpt}``); measure: measure.py's registered result (or the
     failed task's result), with the same diagnosis of the container log (``launch_failure``, read
     after the measurement failed) when there is one (:func:`measure_failure`).
@@ -314,6 +316,11 @@ def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, l
             return failure("measure", reason, log_excerpt=run.get("stderr", "")), None
         return measure_failure(run.get("rc"), run.get("stdout"), run.get("stderr"), run.get("msg"),
                                server=launch_failure)
+    if stage == "host" and isinstance(reason, Mapping):
+        # The host failure object (sparkbench.host_failure.explain): reason, remedy, the task's
+        # stderr/stdout tail and the known host pitfall it matched.
+        return failure("host", reason.get("reason"), reason.get("remedy"), reason.get("log_excerpt") or "",
+                       [reason.get("issue")]), None
     return failure(stage, reason or (failed or {}).get("msg")), None
 
 

@@ -42,6 +42,8 @@ def test_runner_drives_simulated_host(tmp_path: Path, cleanup_containers):
                           capture_output=True, text=True, env=env, timeout=500)
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
+    # bench.yml itself failed the run too (after its report): the two exit statuses agree.
+    assert "ansible-playbook failed (rc 2)" in out, out[-2000:]
     assert "runner-sim01 nvidia-bare: measuring" in out and "runner-sim01 nvidia-bare: done" in out
     assert "runner-sim01 crash-start: launching" in out and "runner-sim01 crash-start: failed" in out
     # nvidia-bare, the host's reference, is bracketed at the end: its own entry in the live view

@@ -23,15 +23,18 @@ from typing import Callable
 
 from ..paths import REPO_ROOT
 from ..secrets import SECRET_NAME_RE as SECRET_RE
+from .outcome import outcome
 from .progress import FAILED, Change, Progress
 
 DEFAULT_PLAYBOOK = "bench.yml"
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
-# Exit codes (documented in docs/REPORTS.md and `sparkbench --help`).
-EXIT_OK = 0            # every planned variant on every host done
+# Exit codes (documented in docs/REPORTS.md and `sparkbench --help`). One policy with bench.yml
+# (sparkbench.runner.outcome): non-zero if and only if a variant or a host failed (or the run
+# could not be made), decided after the report is written.
+EXIT_OK = 0            # no variant and no host failed (incomplete variants included: their figures are kept)
 EXIT_VARIANT_FAILED = 1  # at least one variant failed; every host ran to the end
-EXIT_HOST_FAILED = 2   # a host was unreachable or failed outside a variant's rescue
+EXIT_HOST_FAILED = 2   # a host was unreachable or failed as a whole (provisioning, outside a variant's rescue)
 EXIT_PLAYBOOK_ERROR = 3  # ansible-playbook itself failed (syntax, inventory, no hosts…) or nothing was planned
 EXIT_USAGE = 4         # bad command line (unknown file, bad -e, bad run id)
 EXIT_INTERRUPTED = 130  # Ctrl-C
@@ -65,7 +68,7 @@ class BenchResult:
 
     @property
     def ok(self) -> bool:
-        """True when every planned variant on every host is done."""
+        """True when no variant and no host failed."""
         return self.rc == EXIT_OK
 
 
@@ -193,31 +196,51 @@ def _run_playbook(ansible_runner, kwargs: dict, artifacts: Path):
     return runner
 
 
-def _exit_code(states: dict[str, dict[str, str]], failed_hosts: dict[str, str], ansible_rc: int | None) -> int:
-    """The run's exit code (``EXIT_*``) from the variants' states, the failed hosts and ansible-playbook's rc."""
+def exit_code(states: dict[str, dict[str, str]], failed_hosts: dict[str, str], ansible_rc: int | None,
+              report: dict | None = None) -> int:
+    """The run's exit code (``EXIT_*``) from the variants' states and the failed hosts (the live
+    view), the run's outcome (:func:`sparkbench.runner.outcome.outcome` of the rendered
+    ``results.json``, ``report``) and ansible-playbook's rc. bench.yml exits non-zero exactly when
+    the outcome says a variant or a host failed, so a non-zero rc without such a failure is a
+    playbook error."""
+    hosts = set(states) | set(failed_hosts)
+    out = outcome(report, failed_hosts, hosts=hosts) if report else {"failed_hosts": {}, "failed_variants": []}
     n_failed = sum(1 for vs in states.values() for s in vs.values() if s == FAILED)
     n_planned = sum(len(vs) for vs in states.values())
-    if failed_hosts:
+    if failed_hosts or out["failed_hosts"]:
         return EXIT_HOST_FAILED
     if n_planned == 0 or (ansible_rc not in (0, 2) and n_failed == 0):
         return EXIT_PLAYBOOK_ERROR
-    if n_failed:
+    if n_failed or out["failed_variants"]:
         return EXIT_VARIANT_FAILED
     return EXIT_OK if ansible_rc == 0 else EXIT_PLAYBOOK_ERROR
 
 
-def _add_report(result: BenchResult, baseline: str | None) -> None:
-    """Render the run's report into ``result`` when the run wrote results; a failure is kept in
-    ``report_error`` (it must not hide the bench outcome)."""
+def _report_doc(result: BenchResult, rendered: dict | None) -> dict | None:
+    """The run's results.json: the runner's render, else the one bench.yml's report play wrote."""
+    if rendered:
+        return rendered
+    try:
+        return json.loads((result.run_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _add_report(result: BenchResult, baseline: str | None) -> dict | None:
+    """Render the run's report into ``result`` when the run wrote results; returns its
+    results.json content (None without a report). A failure is kept in ``report_error`` (it must
+    not hide the bench outcome)."""
     if not (result.run_dir.is_dir() and any(result.run_dir.glob("*/*.json"))):
-        return
+        return None
     try:
         # The play's report already lists the hosts that failed as a whole; keep them listed.
         out = run_report(result.run_dir, baseline=baseline, failed_hosts=result.failed_hosts,
                          expected_hosts=sorted(result.states))
         result.report_html = Path(out["paths"]["report.html"])
+        return out["doc"]
     except Exception as exc:  # noqa: BLE001 - a report failure must not hide the bench outcome
         result.report_error = f"{exc.__class__.__name__}: {exc}"
+        return None
 
 
 def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | None = None,
@@ -259,15 +282,16 @@ def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | No
         prog.handle({"event": "playbook_on_stats", "event_data": {}})
     states = prog.snapshot()
     failed_hosts = prog.failed_hosts()
-    result = BenchResult(run_id=run_id, rc=_exit_code(states, failed_hosts, runner.rc), ansible_rc=runner.rc,
+    result = BenchResult(run_id=run_id, rc=EXIT_OK, ansible_rc=runner.rc,
                          status=runner.status, states=states, failed_hosts=failed_hosts,
                          notes={h: dict(s.notes) for h, s in prog.hosts.items() if s.notes},
                          run_dir=Path(ev["bench_results_dir"]) / run_id, artifacts_dir=private / "artifacts")
     if sum(len(vs) for vs in states.values()) == 0 and runner.rc != 0:  # nothing planned
         stdout = _tail(private / "artifacts")
         result.summary.append(f"ansible-playbook exited {runner.rc} before planning any variant: {stdout}")
-    if report:
-        _add_report(result, baseline)
+    rendered = _add_report(result, baseline) if report else None
+    # Decided after the report is written, from it (the same policy as bench.yml's report play).
+    result.rc = exit_code(states, failed_hosts, runner.rc, _report_doc(result, rendered))
     return result
 
 

@@ -23,10 +23,11 @@ from .api import (
 from .progress import DONE, FAILED, Progress
 from .view import View
 
-EPILOG = f"""exit codes:
-  {EXIT_OK}    every planned variant on every host done
+EPILOG = f"""exit codes (bench.yml follows the same policy: non-zero if and only if a variant or a host
+failed, decided after the report is written; cron and CI can read either):
+  {EXIT_OK}    no variant and no host failed (an incomplete variant keeps its figures and does not fail the run)
   {EXIT_VARIANT_FAILED}    at least one variant failed (each has a result file with stage, reason, remedy)
-  {EXIT_HOST_FAILED}    a host was unreachable or failed outside a variant
+  {EXIT_HOST_FAILED}    a host was unreachable or failed as a whole (listed under "Hosts without results")
   {EXIT_PLAYBOOK_ERROR}    ansible-playbook failed before/around the variants (syntax, inventory, no hosts)
   {EXIT_USAGE}    bad command line
   {EXIT_INTERRUPTED}  interrupted

@@ -7,7 +7,12 @@ it begins (``preflight``, ``launch``, ``measure``) and by the ``sparkbench_resul
 the document is written (``done`` — complete or incomplete — or ``failed``, with ``reason``).
 
 States of a host × variant: waiting → launching → measuring → done | failed. A host that is
-unreachable or fails outside a variant's rescue marks its unfinished variants failed.
+unreachable or fails outside a variant's rescue marks its unfinished variants failed; so does a
+host bench.yml recorded as failed and ended (the fact ``bench_host_failure``,
+``sparkbench.host_failure``: its ``summary`` is the host's reason). The report play's last task
+fails the run when a variant or a host failed (after the fact ``bench_run_outcome``,
+``sparkbench.runner.outcome``): that failure is the run's verdict, not a failure of the host it
+ran on.
 
 The bracket run (``bench_plan.bracket``: the reference variant measured again at the end, named
 ``<variant>.bracket``) is its own entry, after the host's variants. It appears when its first
@@ -50,6 +55,8 @@ class Progress:
         self.finished = False
         self._current: dict[str, str] = {}  # host → the variant whose stage was entered last
         self._last_failure: dict[str, str] = {}  # host → "task: message" of its last unrescued-looking failure
+        self._decided: set[str] = set()  # hosts that set bench_run_outcome (the report play's verdict)
+        self._verdict_failed: set[str] = set()  # hosts whose failure was that verdict
         self._lock = threading.RLock()  # re-entrant: on_change callbacks read snapshots
 
     # ------------------------------------------------------------------ queries
@@ -97,12 +104,16 @@ class Progress:
             if self.on_change:
                 self.on_change((host, variant, state))
 
-    def _fail_host(self, host: str, reason: str) -> None:
+    def _fail_host(self, host: str, reason: str, replace: bool = False) -> None:
+        """Mark ``host`` failed (its unfinished variants too); ``replace``: a better reason (the
+        recorded host failure) replaces an earlier one without a second change."""
         hs = self.hosts.setdefault(host, HostState())
         if hs.failed is None:
             hs.failed = reason
             if self.on_change:
                 self.on_change((host, "", f"host {reason}"))
+        elif replace:
+            hs.failed = reason
         for v, st in list(hs.variants.items()):
             if st not in FINAL:
                 self._set(host, v, FAILED, reason)
@@ -142,6 +153,14 @@ class Progress:
                     self._current[host] = name
                     reason = str(stage.get("reason") or "").strip()
                     self._set(host, name, state, reason.splitlines()[0][:200] if reason else None)
+            elif kind == "runner_on_ok" and host and isinstance(facts.get("bench_host_failure"), dict):
+                failure = facts["bench_host_failure"]
+                why = str(failure.get("summary") or failure.get("reason") or "failed").strip()
+                self._fail_host(host, why if why.startswith("unreachable") else f"failed: {why}", replace=True)
+            elif kind == "runner_on_ok" and host and isinstance(facts.get("bench_run_outcome"), dict):
+                self._decided.add(host)
+            elif kind == "runner_on_failed" and host in self._decided:
+                self._verdict_failed.add(host)
             elif kind == "runner_on_unreachable" and host:
                 reason = res.get("msg") or "host unreachable"
                 self._fail_host(host, f"unreachable: {str(reason).strip().splitlines()[0][:200]}")
@@ -151,6 +170,8 @@ class Progress:
                 for h in (data.get("dark") or {}):
                     self._fail_host(h, "unreachable")
                 for h in (data.get("failures") or {}):
+                    if h in self._verdict_failed:
+                        continue
                     where = self._last_failure.get(h)
                     self._fail_host(h, f"failed at {where}" if where else "failed outside a variant's rescue")
                 for h, hs in self.hosts.items():  # a variant that never finished did not succeed
