@@ -2,7 +2,14 @@
 
     - sparkbench_plan:                      # → fact bench_plan (every variant, complete)
     - sparkbench_plan:
+        unit: {home: "{{ ansible_facts['user_dir'] }}"}  # → bench_plan with the unit's cache folders
+                                                         #   resolved (plan.with_unit; a cluster head's
+                                                         #   nodes from each member's ansible_facts)
+    - sparkbench_plan:
         provisioned: "{{ spark_host_model_failures }}"   # → bench_plan with failed downloads in preflight
+    - sparkbench_plan:
+        caches: {home: "{{ ansible_facts['user_dir'] }}"}  # → bench_unit_caches only: the unit's cache
+                                                           #   folders, nothing planned (teardown.yml)
     - sparkbench_plan: {results: false}     # no results directory check (playbooks/provision.yml)
     - sparkbench_plan: {canary: true}       # the canary only (playbooks/health.yml, sparkbench.health)
 
@@ -34,8 +41,23 @@ class ActionModule(ControllerAction):
             out.append((host, {n: self._templar.template(hv[n]) for n in names if n in hv}))
         return out
 
+    def _member_homes(self, plan, task_vars):
+        """``{host: ansible_facts.user_dir}`` of the cluster's members whose facts were read."""
+        homes = {}
+        for host in ((plan.get("cluster") or {}).get("members") or []):
+            facts = self._templar.template(task_vars["hostvars"][host].get("ansible_facts") or {})
+            if isinstance(facts, dict) and facts.get("user_dir"):
+                homes[host] = facts["user_dir"]
+        return homes
+
     def act(self, args, variables, task_vars):
-        if "provisioned" in args:
+        if "caches" in args:  # playbooks/teardown.yml: the cache folders alone (role defaults are not there)
+            folders = plan_mod.unit_cache_folders(variables, (args.get("caches") or {}).get("home"))
+            return {"changed": False, "ansible_facts": {"bench_unit_caches": folders}}
+        if "unit" in args:
+            new = plan_mod.with_unit(variables["bench_plan"], (args.get("unit") or {}).get("home"),
+                                     self._member_homes(variables["bench_plan"], task_vars))
+        elif "provisioned" in args:
             new = plan_mod.provisioned(variables["bench_plan"], args.get("provisioned") or {})
         else:
             if args.get("canary"):  # playbooks/health.yml: the plan reduced to the canary (sparkbench.health)

@@ -10,9 +10,21 @@
   then the variant's ``env``); ``secret_env`` the names of the secrets the role adds at start
   (``HF_TOKEN``, ``VLLM_API_KEY``): their values never enter a fact, a result or a hash;
 * ``container``: the ``community.docker.docker_container`` arguments (host network and IPC, the
-  Hugging Face cache volume, the GPU request unless the host is GPU-less, labels, healthcheck);
+  unit's cache folders as volumes, the GPU request unless the host is GPU-less, labels, healthcheck);
 * ``command``: the equivalent ``docker run`` line, secrets shown as ``<redacted>``, recorded in
-  the result and printed by the dry run.
+  the result and printed by the dry run;
+* ``caches``: the unit's cache folders (host paths, see below) and ``unresolved``: "" once every
+  one is a real path on the unit, else why the launch is refused (``vllm_server`` fails with it).
+
+The unit's cache folders (``UNIT_CACHES``): the Hugging Face cache (model weights), vLLM's compile
+cache (``VLLM_CACHE_ROOT``: torch.compile / Inductor artifacts) and FlashInfer's JIT cache, each
+mounted where the image (running as root) reads it by default, so that a second launch of the same
+configuration loads the compiled graphs and kernels instead of compiling them again. Their host
+paths belong to the *unit*: a variable set to an absolute path is used as it is; ``~/…`` or unset
+(``<unit home>/.cache/…``) is below the remote user's home on the unit, known only once the unit
+has answered (``ansible_facts.user_dir``), never the controller's. Until then the path holds the
+placeholder ``UNIT_HOME`` (the dry run of a unit that does not answer shows it); ``with_unit_home``
+puts the home in. A path with the placeholder is never mounted.
 
 A cluster variant (``server["exec_in"]``: the head's Ray container, ``sparkbench.cluster``) is not
 a container of its own: as NVIDIA's two-Spark recipe does, ``vllm serve`` runs inside the head
@@ -32,6 +44,7 @@ import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import InputError
@@ -42,6 +55,91 @@ _FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 RESERVED_FLAGS = frozenset({"host", "port", "model"})
 #: Where the image reads the Hugging Face cache (the host's cache is mounted there).
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+#: The unit's home in a path before the unit has answered (never mounted; the dry run shows it).
+UNIT_HOME = "<unit home>"
+
+
+@dataclass(frozen=True)
+class UnitCache:
+    """One cache folder of the unit mounted into the server (and Ray node) containers."""
+
+    key: str            # its key in the server settings, the launch spec's ``caches`` and the plan's ``unit``
+    variable: str       # the inventory variable that sets its host path (roles/spark_host/defaults)
+    below_home: str     # its host path below the remote user's home when the variable is unset
+    container: str      # where the image reads it (the images run as root, HOME=/root)
+    what: str
+
+
+#: The unit's cache folders, in mount order (the Hugging Face cache first).
+UNIT_CACHES: tuple[UnitCache, ...] = (
+    UnitCache("hf_cache", "spark_host_hf_cache", ".cache/huggingface", CONTAINER_HF_CACHE,
+              "Hugging Face cache (model weights)"),
+    # vLLM: VLLM_CACHE_ROOT = $XDG_CACHE_HOME/vllm, default ~/.cache/vllm (vllm/envs.py); the
+    # compiled graphs under torch_compile_cache/<hash>/rank_*/ (docs: design/torch_compile).
+    UnitCache("vllm_cache", "spark_host_vllm_cache", ".cache/vllm", "/root/.cache/vllm",
+              "vLLM compile cache (torch.compile / Inductor artifacts)"),
+    # FlashInfer: $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer, the base defaulting to the home
+    # (flashinfer/jit/env.py: FLASHINFER_CACHE_DIR); JIT-built kernels under <arch>/cached_ops.
+    UnitCache("flashinfer_cache", "spark_host_flashinfer_cache", ".cache/flashinfer", "/root/.cache/flashinfer",
+              "FlashInfer JIT cache (kernels built at first use)"),
+)
+
+
+def unit_path(value: Any, cache: UnitCache) -> str:
+    """A cache folder's host path as a plan holds it: an absolute path as set; ``~/…`` or empty →
+    ``<unit home>/…`` (below the remote user's home on the unit, put in by ``resolve_unit_path``)."""
+    text = str(value or "").strip()
+    if not text:
+        return f"{UNIT_HOME}/{cache.below_home}"
+    if text == "~" or text.startswith("~/"):
+        text = UNIT_HOME + text[1:]
+    if text.startswith(UNIT_HOME) or text.startswith("/"):
+        return text.rstrip("/") or "/"
+    raise InputError(f"{cache.variable} is {text!r}: not an absolute path; set an absolute path on the unit, "
+                     f"~/… (below the remote user's home there), or leave it unset (~/{cache.below_home})")
+
+
+def unit_caches(values: Mapping[str, Any] | None = None, home: Any = None) -> dict[str, str]:
+    """``{key: host path}`` of every cache folder from ``values`` (keyed by ``UnitCache.key`` or
+    by its variable), with ``home`` put in when given."""
+    values = values or {}
+    return {c.key: resolve_unit_path(unit_path(values.get(c.key) or values.get(c.variable), c), home)
+            for c in UNIT_CACHES}
+
+
+def resolve_unit_path(path: str, home: Any) -> str:
+    """``path`` with the unit's ``home`` in place of ``UNIT_HOME``; unchanged without a home."""
+    home_text = str(home or "").strip().rstrip("/")
+    if not home_text or not path.startswith(UNIT_HOME):
+        return path
+    if not home_text.startswith("/") or UNIT_HOME in home_text:
+        raise InputError(f"the unit's home is {home!r}, not an absolute path (ansible_facts.user_dir of the "
+                         "remote user); check ansible_user and the unit's passwd entry")
+    return home_text + path[len(UNIT_HOME):]
+
+
+def unresolved_message(caches: Mapping[str, str], where: str = "") -> str:
+    """Why cache folders that still hold ``UNIT_HOME`` cannot be mounted; "" when none does."""
+    left = [f"{c.variable}={caches[c.key]}" for c in UNIT_CACHES if UNIT_HOME in str(caches.get(c.key, ""))]
+    if not left:
+        return ""
+    return (f"{where or 'the unit'}: the cache folders are not resolved on the unit ({', '.join(left)}): its home "
+            "(ansible_facts.user_dir) was not read, so the path would be a literal placeholder; let the plan read "
+            "it (playbooks/tasks/host.yml, sparkbench_plan: unit) or set those variables to absolute paths")
+
+
+def unit_cache_list(caches: Mapping[str, str]) -> list[dict[str, str]]:
+    """The cache folders one by one (``{key, variable, path, what}``, ``UNIT_CACHES`` order), every
+    path real: a placeholder left raises ``InputError`` (playbooks/teardown.yml removes them)."""
+    problem = unresolved_message(caches)
+    if problem:
+        raise InputError(problem)
+    return [{"key": c.key, "variable": c.variable, "path": caches[c.key], "what": c.what} for c in UNIT_CACHES]
+
+
+def cache_volumes(caches: Mapping[str, str]) -> list[str]:
+    """The ``host:container`` volumes of the cache folders, in ``UNIT_CACHES`` order."""
+    return [f"{caches[c.key]}:{c.container}" for c in UNIT_CACHES]
 
 
 def normalize_flag(name: Any) -> str:
@@ -156,7 +254,9 @@ def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[s
     ``base_url`` (optional: where the host reaches the server when that is not ``http://host:port``,
     e.g. a port published from a cluster head's container), ``exec_in`` / ``log_file`` (a cluster
     variant, see the module docstring),
-    ``hf_cache`` (host path), ``gpus`` (bool), ``env`` (host-wide environment), ``secret_env``
+    ``hf_cache`` / ``vllm_cache`` / ``flashinfer_cache`` (host paths on the unit, ``unit_path``'s
+    forms; unset: below the unit's home), ``unit_home`` (the remote user's home on the unit when
+    known: puts it into those paths), ``gpus`` (bool), ``env`` (host-wide environment), ``secret_env``
     (names of the secrets the role will add: ``HF_TOKEN`` when a token is set, ``VLLM_API_KEY``
     when an API key is), ``ready_timeout_s`` (the healthcheck's start period).
     """
@@ -170,13 +270,14 @@ def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[s
     env = {str(k): str(v) for k, v in (server.get("env") or {}).items()}
     env.update({str(k): str(v) for k, v in (variant.get("env") or {}).items()})
     secret_env = [str(n) for n in server.get("secret_env") or [] if str(n) not in env]
+    caches = unit_caches(server, server.get("unit_home"))
     container: dict[str, Any] = {
         "name": str(server.get("container_name") or "sparkbench-vllm"),
         "image": str(image),
         "command": argv,
         "network_mode": "host",
         "ipc_mode": "host",
-        "volumes": [f"{server.get('hf_cache') or CONTAINER_HF_CACHE}:{CONTAINER_HF_CACHE}"],
+        "volumes": cache_volumes(caches),
         "env": env,
         "device_requests": ([{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
                             if server.get("gpus", True) else None),
@@ -192,13 +293,32 @@ def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[s
     if server.get("exec_in"):  # a cluster variant: vllm serve inside the head's Ray container
         log_file = str(server.get("log_file") or "/tmp/sparkbench-vllm.log")
         container = {**container, "name": str(server["exec_in"]), "exec_in": str(server["exec_in"])}
+        # The head's Ray container mounts the caches (sparkbench.cluster): nothing mounted here.
         return {"argv": argv, "env": env, "secret_env": secret_env, "image": str(image), "container": container,
                 "exec": {"container": str(server["exec_in"]), "log_file": log_file, "pid_file": f"{log_file}.pid"},
                 "command": docker_exec_line(server["exec_in"], argv, env, secret_env),
-                "health_url": f"{base}/health", "base_url": base}
+                "health_url": f"{base}/health", "base_url": base, "caches": caches, "unresolved": ""}
     return {"argv": argv, "env": env, "secret_env": secret_env, "image": str(image), "container": container,
             "command": docker_run_line(container, secret_env), "health_url": f"{base}/health",
-            "base_url": base}
+            "base_url": base, "caches": caches, "unresolved": unresolved_message(caches, f"container {container['name']}")}
+
+
+def with_unit_home(spec: Mapping[str, Any], home: Any) -> dict[str, Any]:
+    """The launch spec with the unit's ``home`` put into its cache folders: the volumes, the
+    ``docker run`` line and ``unresolved`` follow; argv, environment and so the configuration
+    hash do not change."""
+    out = dict(spec)
+    if not spec.get("caches"):
+        return out
+    caches = {k: resolve_unit_path(str(v), home) for k, v in spec["caches"].items()}
+    out["caches"] = caches
+    if spec.get("exec"):
+        return out
+    container = {**spec["container"], "volumes": cache_volumes(caches)}
+    out["container"] = container
+    out["command"] = docker_run_line(container, spec.get("secret_env") or [])
+    out["unresolved"] = unresolved_message(caches, f"container {container['name']}")
+    return out
 
 
 def config_hash(spec: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> str:

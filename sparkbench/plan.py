@@ -29,12 +29,19 @@ and models. On a host that declares no cluster, a cluster variant is refused by 
 (``cluster_needed``). ``provisioned(plan, failures)`` adds the models whose download failed to
 the preflight verdicts. Bad input raises ``InputError`` naming the variable and the fix, before
 any host is touched.
+
+The unit's cache folders (Hugging Face, vLLM's compile cache, FlashInfer's JIT cache;
+``sparkbench.launch.UNIT_CACHES``) lie on the unit, below its remote user's home unless a variable
+sets an absolute path. The plan is built on the controller before the unit has answered, so it
+holds them as ``<unit home>/…`` (``plan["unit"]``, every launch spec, summary line and cluster node);
+``with_unit(plan, home, member_homes)`` puts the unit's home in once its facts are read
+(``sparkbench_plan: {unit: {home: …}}`` in playbooks/tasks/host.yml). A launch spec that still holds
+the placeholder is refused (``launch["unresolved"]``), never mounted.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +53,15 @@ from . import preflight as preflight_mod
 from . import result as result_mod
 from . import settings as settings_mod
 from .errors import InputError
-from .launch import config_hash, launch_spec
+from .launch import (
+    config_hash,
+    launch_spec,
+    resolve_unit_path,
+    unit_cache_list,
+    unit_caches,
+    unresolved_message,
+    with_unit_home,
+)
 from .matrix import noprefix_variants, variant_matrix, with_tool_flags
 from .paths import DEFAULT_RESULTS_DIR, PROFILES_DIR, hardware_profile_path, model_profile_path, result_path
 
@@ -83,6 +98,8 @@ VARIABLES: dict[str, Any] = {
     "sparkbench_hf_token": "",
     "sparkbench_api_key": "",
     "spark_host_hf_cache": "",
+    "spark_host_vllm_cache": "",
+    "spark_host_flashinfer_cache": "",
     "sparkbench_gpu_less": False,
     "spark_host_gpu_probe": "",
     "llm_bench_python": "python3",
@@ -137,9 +154,9 @@ def server_settings(v: Mapping[str, Any], host: str) -> dict[str, Any]:
         secret_env.append("HF_TOKEN")
     if str(v["vllm_server_api_key"] or v["sparkbench_api_key"] or ""):
         secret_env.append("VLLM_API_KEY")
+    # The unit's cache folders as far as the controller knows them: <unit home>/… until with_unit.
     return {"host": str(v["vllm_server_host"]), "port": v["vllm_server_port"],
-            "container_name": f"{v['vllm_server_container_prefix']}-{host}",
-            "hf_cache": str(v["spark_host_hf_cache"] or "") or os.path.expanduser("~/.cache/huggingface"),
+            "container_name": f"{v['vllm_server_container_prefix']}-{host}", **unit_caches(v),
             "gpus": not _bool(v["sparkbench_gpu_less"]), "env": dict(v["vllm_server_env"] or {}),
             "secret_env": secret_env, "ready_timeout_s": v["vllm_server_ready_timeout_s"]}
 
@@ -384,7 +401,52 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         "cluster_names": [e["name"] for e in cluster_entries], "cluster_variants": cluster_entries,
         **_provisioning(host, spec, entries + cluster_entries + worker_needs, model_profiles, _simulated(variables)),
         "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
+        # The unit's cache folders (host paths; <unit home>/… until with_unit has the unit's home).
+        "unit": _unit_block(unit_caches(v), None),
     }
+
+
+def unit_cache_folders(variables: Mapping[str, Any], home: Any) -> list[dict[str, str]]:
+    """The unit's cache folders one by one (``{key, variable, path, what}``) from the host's
+    variables and its home, without a plan (playbooks/teardown.yml); a path left with the
+    placeholder (no home) raises ``InputError``."""
+    return unit_cache_list(unit_caches(variables, home))
+
+
+def _unit_block(caches: Mapping[str, str], home: str | None) -> dict[str, Any]:
+    """``plan["unit"]``: the unit's home (None until read), its cache folders, whether all are
+    real paths (``unresolved``: "" or why not)."""
+    return {"home": home, **caches, "unresolved": unresolved_message(caches)}
+
+
+def with_unit(plan: Mapping[str, Any], home: Any,
+              member_homes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The plan with the unit's ``home`` (its remote user's home, ``ansible_facts.user_dir`` read on
+    the unit) put into every cache folder: ``plan["unit"]``, each launch spec (volumes, ``docker
+    run`` line; the configuration hash does not change), its summary lines, the bracket; on a
+    cluster's head every node of the cluster spec, each with its own member's home
+    (``member_homes``: ``{host: home}``; a node whose home is unknown keeps the placeholder and
+    ``ray_cluster`` start refuses it)."""
+    home_text = str(home or "").strip() or None
+    if home_text is None:
+        return dict(plan)
+
+    def resolved(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+        launch = with_unit_home(entry["launch"], home_text)
+        old, new = entry["launch"]["command"], launch["command"]
+        return {**entry, "launch": launch, "summary": [line.replace(old, new) for line in entry.get("summary") or []]}
+
+    out = dict(plan)
+    out["variants"] = [resolved(e) for e in plan.get("variants") or []]
+    out["cluster_variants"] = [resolved(e) for e in plan.get("cluster_variants") or []]
+    if plan.get("bracket"):
+        out["bracket"] = resolved(plan["bracket"])
+    unit = plan.get("unit") or _unit_block(unit_caches(), None)
+    out["unit"] = _unit_block({k: resolve_unit_path(str(unit[k]), home_text) for k in unit_caches()}, home_text)
+    if plan.get("cluster"):
+        homes = {**{str(h): v for h, v in (member_homes or {}).items() if v}, str(plan["host"]): home_text}
+        out["cluster"] = cluster_mod.with_homes(plan["cluster"], homes)
+    return out
 
 
 BRACKET_SUFFIX = ".bracket"

@@ -92,7 +92,10 @@ def test_launch_spec_is_the_one_description_of_the_container():
                                             "--speculative-config", '{"method":"mtp"}']
     assert c["env"] == spec["env"] == {"VLLM_SIM_RATE": "10", "MY_API_KEY": "k", "X": "1"}
     assert spec["secret_env"] == ["HF_TOKEN"]  # the value never enters the spec
-    assert c["volumes"] == ["/cache:/root/.cache/huggingface"] and c["network_mode"] == "host"
+    # The Hugging Face cache as set; the compile caches below the unit's home, not known here.
+    assert c["volumes"] == ["/cache:/root/.cache/huggingface", "<unit home>/.cache/vllm:/root/.cache/vllm",
+                            "<unit home>/.cache/flashinfer:/root/.cache/flashinfer"] and c["network_mode"] == "host"
+    assert "spark_host_vllm_cache=<unit home>/.cache/vllm" in spec["unresolved"]
     assert c["device_requests"] == [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
     assert la.launch_spec(v, {**SERVER, "gpus": False})["container"]["device_requests"] is None
     assert spec["health_url"] == "http://127.0.0.1:8000/health"

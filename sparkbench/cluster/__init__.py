@@ -14,6 +14,8 @@ filters ``ray_cluster_spec``, ``ray_status_parse``, ``ray_cluster_check``,
   ``ray start`` command line; bad input raises ``InputError`` naming the variable and the fix.
   ``with_addresses(spec, addresses)``: a host-network spec whose addresses were left to a probe
   of the interface (``ray_cluster_node_ip`` empty) completed with the probed IPv4s.
+  ``with_homes(spec, homes)``: every node's cache folders (``sparkbench.launch.UNIT_CACHES``)
+  below its own unit's home once read (``<unit home>`` before; start refuses those).
   ``restart_plan(nodes, running)``: whether ``start`` restarts the cluster as a whole.
 * ``ray_status``: ``parse_ray_status(text)``: ``ray status`` [``-v``] in both formats (reference §8).
 * ``node_facts``: the role's probes (``parse_node_probe``, ``parse_iperf3``, ``parse_ib_write_bw``)
@@ -42,6 +44,7 @@ from .spec import (
     is_cluster_variant,
     restart_plan,
     with_addresses,
+    with_homes,
     world_size,
 )
 
@@ -50,5 +53,5 @@ __all__ = [
     "RAY_PORT", "RECIPE_SHM_SIZE", "VARIABLES", "VLLM_WORKER_CLASS",
     "check", "cluster_block", "cluster_spec", "failure_message", "gpus_per_node", "is_cluster_variant",
     "link_summary", "parse_ib_write_bw", "parse_iperf3", "parse_node_probe", "parse_ray_status", "restart_plan",
-    "with_addresses", "world_size",
+    "with_addresses", "with_homes", "world_size",
 ]

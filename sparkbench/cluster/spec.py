@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
+from ..launch import cache_volumes, resolve_unit_path, unit_caches, unresolved_message
 
 #: GPUs of one node when the hardware profile does not say (``gpus_per_node``): one GB10 per Spark.
 GPUS_PER_NODE = 1
@@ -49,7 +50,13 @@ VARIABLES: dict[str, Any] = {
     "bench_image": "sparkbench/vllm-sim:latest",
     "vllm_server_env": {},
     "sparkbench_gpu_less": False,
-    "spark_host_hf_cache": "/root/.cache/huggingface",
+    # per node: the unit's cache folders (sparkbench.launch.UNIT_CACHES; '' = below the node's home)
+    "spark_host_hf_cache": "",
+    "spark_host_vllm_cache": "",
+    "spark_host_flashinfer_cache": "",
+    # per node: its facts when gathered (``user_dir``, the remote user's home, puts it into the
+    # cache folders; without it they hold <unit home> until ``with_homes``)
+    "ansible_facts": {},
 }
 
 _ENV_IFACE = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "UCX_NET_DEVICES", "TP_SOCKET_IFNAME",
@@ -257,7 +264,8 @@ def _node(layout: _Layout, index: int, host: str, variables: Mapping[str, Any], 
         raise InputError(f"vllm_server_env of host {host} must be a mapping of NAME: value")
     role = "head" if index == 0 else "worker"
     bridge = layout.mode == "bridge"
-    hf_cache = str(_var(variables, "spark_host_hf_cache") or VARIABLES["spark_host_hf_cache"])
+    facts = _var(variables, "ansible_facts")
+    caches = unit_caches(variables, (facts or {}).get("user_dir") if isinstance(facts, Mapping) else None)
     return {
         "host": host, "role": role, "container": f"{layout.prefix}-{host}", "image": image,
         "interface": interface, "address": address,
@@ -265,7 +273,8 @@ def _node(layout: _Layout, index: int, host: str, variables: Mapping[str, Any], 
         "num_gpus": num_gpus, "num_cpus": num_cpus, "object_store_bytes": store,
         "gpus": not gpu_less,
         "shm_size": str(_var(variables, "ray_cluster_shm_size") or (GPU_LESS_SHM_SIZE if gpu_less else RECIPE_SHM_SIZE)),
-        "volumes": [f"{hf_cache}:/root/.cache/huggingface"],
+        # The unit's cache folders (vllm serve runs in these containers: compiled graphs and kernels too).
+        "caches": caches, "volumes": cache_volumes(caches),
         "hostname": host if bridge else None,
         "labels": {"org.sparkbench.cluster": layout.name, "org.sparkbench.ray-role": role},
         "published_ports": [f"127.0.0.1:{layout.serve_port}:{CONTAINER_SERVE_PORT}"] if bridge and index == 0 else [],
@@ -312,6 +321,7 @@ def cluster_spec(name: str, members: Any, gpus_per_node: int = GPUS_PER_NODE) ->
                   "listen_host": "0.0.0.0" if bridge else "127.0.0.1",
                   "listen_port": CONTAINER_SERVE_PORT if bridge else serve_port},
         "resolved": False,
+        "unresolved_caches": _unresolved_caches(nodes),
     }
     if all(n["address"] for n in nodes):
         return _complete(spec)
@@ -390,6 +400,25 @@ def with_addresses(spec: Mapping[str, Any], addresses: Mapping[str, Any]) -> dic
         for key, value in (n.get("env") or {}).items():
             n["_host_env"].setdefault(key, value)
     return _complete(out)
+
+
+def _unresolved_caches(nodes: Sequence[Mapping[str, Any]]) -> str:
+    """Why some node's cache folders cannot be mounted ("" when every one is a real path)."""
+    return "; ".join(m for m in (unresolved_message(n["caches"], f"Ray node {n['host']}") for n in nodes) if m)
+
+
+def with_homes(spec: Mapping[str, Any], homes: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec with each node's cache folders below its own unit's home (``homes``: ``{host:
+    ansible_facts.user_dir}``; a node without one keeps ``<unit home>``, and ``unresolved_caches``
+    says so: ``ray_cluster`` start refuses such a spec)."""
+    out = copy.deepcopy(dict(spec))
+    for n in out["nodes"]:
+        home = (homes or {}).get(n["host"])
+        if home and n.get("caches"):
+            n["caches"] = {k: resolve_unit_path(str(v), home) for k, v in n["caches"].items()}
+            n["volumes"] = cache_volumes(n["caches"])
+    out["unresolved_caches"] = _unresolved_caches(out["nodes"])
+    return out
 
 
 def restart_plan(nodes: Sequence[Mapping[str, Any]], running: Mapping[str, Any]) -> dict[str, Any]:
