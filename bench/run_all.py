@@ -39,6 +39,7 @@ BENCHMARKS: list[tuple[str, str, int]] = [
     ("health", "health_false_alarms", 8),
     ("pair", "pair", 9),
     ("serving", "serving", 10),
+    ("compile_cache", "compile_cache", 11),
 ]
 EXTRA = [("gpu_real", 5)]  # written by bench/gpu_bench.py, included when present
 
@@ -61,6 +62,7 @@ their spread, and goals are judged on medians.
 | 8 | [Fleet health false alarms](#8-fleet-health-false-alarms) — `playbooks/health.yml`'s judgement on a healthy simulated fleet (and one 15 %-slow unit) over seeded rounds | ≤ 5 % false alarms, ≥ 80 % caught |
 | 9 | [Two Sparks](#9-two-sparks) — `bench.yml -l sim_pair` (a real two-node Ray cluster of simulated Sparks) against the published gpt-oss-120b one-Spark / TP=2 figures | fitted figures within 2 % end to end |
 | 10 | [Arrival schedule and goodput](#10-arrival-schedule-and-goodput) — measure.py's rate phase against the simulator's arrival stamps and SLO truth, beside `vllm bench serve --goodput` on the same simulator | schedule error p99 < 1 ms at the rates served, goodput within 1 % of truth |
+| 11 | [Compile cache](#11-compile-cache) — real vLLM (CPU) time to ready with an empty compile cache against a relaunch with the cache the first start left, mounted as bench.yml mounts it | the relaunch compiles no kernel anew |
 
 """
 
@@ -85,7 +87,7 @@ TITLES = {"fidelity": "Fidelity", "capacity": "Client capacity",
           "orchestration": "Orchestration overhead", "fleet": "Fleet scaling",
           "gpu_real": "Real GPU", "real_fidelity": "Real vLLM fidelity",
           "health": "Fleet health false alarms", "verdict": "Verdict accuracy", "pair": "Two Sparks",
-          "serving": "Arrival schedule and goodput"}
+          "serving": "Arrival schedule and goodput", "compile_cache": "Compile cache"}
 
 
 def assemble(out: Path, results: Path = RESULTS) -> str:
