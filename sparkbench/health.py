@@ -299,7 +299,7 @@ def _versus_peers(host: str, doc: Mapping[str, Any], fig: Mapping[str, Any], key
     deviation = (fig["decode_tok_s"] - centre) / centre * 100.0
     peers_fig.update(median_tok_s=centre, spread_pct=spread, deviation_pct=deviation, threshold_pct=threshold,
                      verdict=cmp.get("kind"), pct=cmp.get("pct"), lo=cmp.get("lo"), hi=cmp.get("hi"),
-                     mdd_pct=cmp.get("mdd_pct"), text=cmp.get("text"),
+                     mdd_pct=cmp.get("mdd_pct"), text=verdict_mod.explained(cmp),
                      reference_units=len(inliers) or len(others))
     return peers_fig, deviation < -threshold and cmp.get("kind") == "differs"
 
@@ -315,7 +315,7 @@ def _versus_history(past: Mapping[str, Any] | None, doc: Mapping[str, Any], *, f
     slow = hcmp.get("kind") == "differs" and (_num(hcmp.get("pct")) or 0.0) < -hthreshold
     return ({"run_id": past.get("_run_id"), "decode_tok_s": _num(_dig(past, "single", "decode_tok_s_median")),
              "verdict": hcmp.get("kind"), "pct": hcmp.get("pct"), "lo": hcmp.get("lo"), "hi": hcmp.get("hi"),
-             "mdd_pct": hcmp.get("mdd_pct"), "threshold_pct": hthreshold, "text": hcmp.get("text")}, slow)
+             "mdd_pct": hcmp.get("mdd_pct"), "threshold_pct": hthreshold, "text": verdict_mod.explained(hcmp)}, slow)
 
 
 def _failed(row: dict[str, Any]) -> None:

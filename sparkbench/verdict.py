@@ -7,8 +7,12 @@ rate per request, tok/s) and says one of three things:
 * ``differs by −15.2 % [−16.0, −14.3]`` — the 95 % interval of the difference excludes 0;
 * ``no difference detectable above 1.8 %`` — it includes 0; 1.8 % is the minimum detectable
   difference (MDD) at this noise and this number of requests;
-* ``not enough requests for a verdict (3 and 3 requests; 5 per side needed: --runs 5)`` — a side
-  has fewer than :data:`MIN_REQUESTS` requests (a result that holds only medians has none).
+* ``not enough requests for a verdict`` — a side has fewer than :data:`MIN_REQUESTS` requests (a
+  result that holds only medians has none); why is in the verdict's ``reason`` ("3 and 3
+  requests; 5 per side needed: --runs 5"), which a report says once under its table
+  (:func:`explained` joins the two for a single sentence).
+
+``text`` is always exactly the Trust contract's words above and nothing more.
 
 Shares (the share of requests meeting every SLO, goodput between variants) go through
 :func:`compare_shares` in the same three phrasings with percentage points ("differs by −12.5 pp
@@ -38,14 +42,15 @@ Statistics (``a`` = reference values, ``b`` = other values, n_a and n_b requests
 * t quantiles by the Cornish–Fisher expansion of Student's t in the normal quantile (four terms;
   within 0.01 of the tables for df ≥ 3).
 
-Bridge tolerance (``tolerance_pct``, the version bridge): ``within_tolerance`` is
+Bridge tolerance (``tolerance_pct``, the version bridge): ``within_tolerance`` is (and
+``tolerance_text``, kept apart from the words of ``text``, says)
 
 * True — "differs" with the whole interval within ±tolerance ("…, within the 2.5 % bridge
   tolerance"), or "no difference" with MDD ≤ tolerance;
 * False — "differs" with the whole interval beyond ±tolerance ("…, beyond the 2.5 % bridge
   tolerance");
 * None — unresolved: a "differs" interval that reaches across ±tolerance, or "no difference"
-  with MDD > tolerance (the text says so and that more requests would resolve it).
+  with MDD > tolerance (``tolerance_text`` says so and that more requests would resolve it).
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ from .measure import bootstrap_medians
 MIN_REQUESTS = 5
 #: the least widening of the bootstrap percentile interval (see the module docstring)
 MIN_WIDEN = 1.25
+#: the words of a verdict that could not be reached (the Trust contract's third phrasing)
+NOT_ENOUGH = "not enough requests for a verdict"
 
 _Z = NormalDist()
 
@@ -121,12 +128,15 @@ def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int
     """The verdict on ``other`` against ``reference`` (lists of per-request values, e.g. tok/s).
 
     Returns ``{"kind": "differs"|"no_difference"|"not_enough", "pct", "lo", "hi", "mdd_pct",
-    "n_reference", "n_other", "needed", "text", "tolerance_pct", "within_tolerance"}``: ``pct``
-    = (median(other) / median(reference) − 1) × 100, [``lo``, ``hi``] its 95 % interval and
-    ``mdd_pct`` the minimum detectable difference (formulas: module docstring); figures are None
-    for "not_enough". ``needed`` = :data:`MIN_REQUESTS`; ``remedy`` is the hint in the
-    not-enough text (default ``--runs 5``). ValueError for a non-positive or non-numeric value,
-    resamples < 100, or a negative tolerance."""
+    "n_reference", "n_other", "needed", "text", "reason", "remedy", "tolerance_pct",
+    "within_tolerance", "tolerance_text"}`` (``tolerance_text``: the verdict against
+    ``tolerance_pct``, e.g. ", within the 2.5 % bridge tolerance", None without one or without a
+    verdict; module docstring): ``pct`` = (median(other) / median(reference) − 1) × 100, [``lo``,
+    ``hi``] its 95 % interval and ``mdd_pct`` the minimum detectable difference (formulas: module
+    docstring); figures are None for "not_enough". ``needed`` = :data:`MIN_REQUESTS`; ``remedy``
+    is how to get enough requests (default ``--runs 5``); ``reason`` says why there is no verdict
+    ("3 and 3 requests; 5 per side needed: --runs 5"), None when there is one. ValueError for a
+    non-positive or non-numeric value, resamples < 100, or a negative tolerance."""
     ref = _clean(reference, "reference")
     oth = _clean(other, "other")
     if not isinstance(resamples, int) or resamples < 100:
@@ -135,12 +145,10 @@ def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int
         raise ValueError(f"tolerance_pct must be a number of percent ≥ 0, got {tolerance_pct!r}")
     out: dict[str, Any] = {"kind": "not_enough", "pct": None, "lo": None, "hi": None, "mdd_pct": None,
                            "n_reference": len(ref), "n_other": len(oth), "needed": MIN_REQUESTS,
-                           "tolerance_pct": tolerance_pct, "within_tolerance": None}
+                           "reason": None, "remedy": remedy or f"--runs {MIN_REQUESTS}",
+                           "tolerance_pct": tolerance_pct, "within_tolerance": None, "tolerance_text": None}
     if len(ref) < MIN_REQUESTS or len(oth) < MIN_REQUESTS:
-        hint = remedy or f"--runs {MIN_REQUESTS}"
-        out["text"] = (f"not enough requests for a verdict ({len(ref)} and {len(oth)} requests; "
-                       f"{MIN_REQUESTS} per side needed: {hint})")
-        return out
+        return _not_enough(out)
     rng = random.Random(seed)
     med_ref = bootstrap_medians(ref, resamples, rng)
     med_oth = bootstrap_medians(oth, resamples, rng)
@@ -159,29 +167,50 @@ def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int
     out.update(pct=pct, lo=lo, hi=hi, mdd_pct=mdd)
     if lo > 0 or hi < 0:
         out["kind"] = "differs"
-        text = f"differs by {_pct(pct)} % [{_pct(lo)}, {_pct(hi)}]"
-        if tolerance_pct is not None:
-            if -tolerance_pct <= lo and hi <= tolerance_pct:
-                out["within_tolerance"] = True
-                text += f", within the {tolerance_pct:g} % bridge tolerance"
-            elif lo > tolerance_pct or hi < -tolerance_pct:
-                out["within_tolerance"] = False
-                text += f", beyond the {tolerance_pct:g} % bridge tolerance"
-            else:
-                text += (f", the interval reaches past the {tolerance_pct:g} % bridge tolerance "
-                         "(more requests would resolve it)")
+        out["text"] = f"differs by {_pct(pct)} % [{_pct(lo)}, {_pct(hi)}]"
     else:
         out["kind"] = "no_difference"
-        text = f"no difference detectable above {mdd:.1f} %"
-        if tolerance_pct is not None:
-            out["within_tolerance"] = True if mdd <= tolerance_pct else None
-            if out["within_tolerance"] is None:
-                text += (f" (more than the {tolerance_pct:g} % bridge tolerance: more requests "
-                         "would resolve it)")
-            else:
-                text += f", within the {tolerance_pct:g} % bridge tolerance"
-    out["text"] = text
+        out["text"] = f"no difference detectable above {mdd:.1f} %"
+    if tolerance_pct is not None:
+        _against_tolerance(out, tolerance_pct)
     return out
+
+
+def _against_tolerance(out: dict[str, Any], tolerance: float) -> None:
+    """Set ``within_tolerance`` and ``tolerance_text`` of a reached verdict (module docstring,
+    "Bridge tolerance")."""
+    if out["kind"] == "differs":
+        if -tolerance <= out["lo"] and out["hi"] <= tolerance:
+            out["within_tolerance"], clause = True, f", within the {tolerance:g} % bridge tolerance"
+        elif out["lo"] > tolerance or out["hi"] < -tolerance:
+            out["within_tolerance"], clause = False, f", beyond the {tolerance:g} % bridge tolerance"
+        else:
+            clause = (f", the interval reaches past the {tolerance:g} % bridge tolerance "
+                      "(more requests would resolve it)")
+    elif out["mdd_pct"] <= tolerance:
+        out["within_tolerance"], clause = True, f", within the {tolerance:g} % bridge tolerance"
+    else:
+        clause = f" (more than the {tolerance:g} % bridge tolerance: more requests would resolve it)"
+    out["tolerance_text"] = clause
+
+
+def _not_enough(out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` (a verdict) made a "not_enough" one: the words as ``text``, why as ``reason``."""
+    out["text"] = NOT_ENOUGH
+    out["reason"] = (f"{out['n_reference']} and {out['n_other']} requests; "
+                     f"{out['needed']} per side needed: {out['remedy']}")
+    return out
+
+
+def explained(verdict: dict | None) -> str:
+    """A verdict as one sentence: its words, what it means against a bridge tolerance
+    (``tolerance_text``: ", within the 2.5 % bridge tolerance") and for "not enough requests for a
+    verdict" why, in parentheses ("not enough requests for a verdict (3 and 3 requests; 5 per side
+    needed: --runs 5)"); for lines said once (a summary line, health.md), not for table cells."""
+    if not verdict:
+        return ""
+    reason = verdict.get("reason")
+    return str(verdict["text"]) + (verdict.get("tolerance_text") or "") + (f" ({reason})" if reason else "")
 
 
 def _flags(values: Any, what: str) -> list[bool]:
@@ -207,7 +236,7 @@ def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int 
 
     * ``differs by −12.5 pp [−21.9, −3.4]`` — the 95 % interval excludes 0;
     * ``no difference detectable above 9.8 pp`` — it includes 0; 9.8 pp is the MDD;
-    * ``not enough requests for a verdict (3 and 3 requests; 5 per side needed: …)``.
+    * ``not enough requests for a verdict`` (``reason``: "3 and 3 requests; 5 per side needed: …").
 
     Formulas (x = good requests, n = requests of a side; a = reference, b = other):
 
@@ -224,7 +253,8 @@ def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int 
     * MDD = (w · z(0.975) + t(0.8, df)) · SE pp (80 % power, as in :func:`compare_samples`).
 
     Returns ``{"kind": "differs"|"no_difference"|"not_enough", "pp", "lo", "hi", "mdd_pp",
-    "share_reference", "share_other", "n_reference", "n_other", "needed", "text"}`` (shares 0–1;
+    "share_reference", "share_other", "n_reference", "n_other", "needed", "text", "reason",
+    "remedy"}`` (``text``, ``reason`` and ``remedy`` as in :func:`compare_samples`; shares 0–1;
     figures None for "not_enough", shares None for an empty side). ValueError for a flag that is
     not a bool or resamples < 100."""
     ref = _flags(reference, "reference")
@@ -234,12 +264,10 @@ def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int 
     out: dict[str, Any] = {"kind": "not_enough", "pp": None, "lo": None, "hi": None, "mdd_pp": None,
                            "share_reference": (sum(ref) / len(ref)) if ref else None,
                            "share_other": (sum(oth) / len(oth)) if oth else None,
-                           "n_reference": len(ref), "n_other": len(oth), "needed": MIN_REQUESTS}
+                           "n_reference": len(ref), "n_other": len(oth), "needed": MIN_REQUESTS, "reason": None,
+                           "remedy": remedy or f"--rate-requests {MIN_REQUESTS} or a longer --rate-duration"}
     if len(ref) < MIN_REQUESTS or len(oth) < MIN_REQUESTS:
-        hint = remedy or f"--rate-requests {MIN_REQUESTS} or a longer --rate-duration"
-        out["text"] = (f"not enough requests for a verdict ({len(ref)} and {len(oth)} requests; "
-                       f"{MIN_REQUESTS} per side needed: {hint})")
-        return out
+        return _not_enough(out)
     rng = random.Random(seed)
     aug_ref = [1.0 if v else 0.0 for v in ref] + [1.0, 0.0]
     aug_oth = [1.0 if v else 0.0 for v in oth] + [1.0, 0.0]

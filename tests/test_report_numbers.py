@@ -95,8 +95,8 @@ def test_head_to_head_seed_unsloth_minus_16_7(seed):
     assert round(single[0]["pct_diff"], 1) == -16.7
     # the seed publishes medians only: no per-request data, no verdict
     assert single[0]["verdict"]["kind"] == "not_enough"
-    assert single[0]["verdict"]["text"] == ("not enough requests for a verdict (0 and 0 requests; "
-                                            "5 per side needed: --runs 5)")
+    assert single[0]["verdict"]["text"] == "not enough requests for a verdict"
+    assert single[0]["verdict"]["reason"] == "0 and 0 requests; 5 per side needed: --runs 5"
 
 
 def test_head_to_head_fleet_gap_closes_at_8(fleet):
@@ -126,8 +126,8 @@ def test_head_to_head_fleet_unsloth_differs_with_interval(fleet, config):
         # 2 and 4 streams are too few for a verdict; 8 are enough
         c2 = next(r for r in out["rows"] if r["host"] == host and r["config"] == config
                   and r["metric"] == "combined_2")
-        assert c2["verdict"]["text"] == ("not enough requests for a verdict (2 and 2 requests; "
-                                         "5 per side needed: measure at 5 or more parallel)")
+        assert c2["verdict"]["text"] == "not enough requests for a verdict"
+        assert c2["verdict"]["reason"] == "2 and 2 requests; 5 per side needed: measure at 5 or more parallel"
 
 
 def test_head_to_head_marks_drifted_host_unreliable(fleet):
@@ -217,7 +217,7 @@ def test_run_compare_fleet_deltas(fleet):
     b = out["bridge"]
     assert b["comparable"] is True and "figures comparable across the runs" in b["verdict"]
     assert all(compare.pair_ok(p) for p in b["pairs"])  # +1.5 %: never beyond 2.5 %
-    assert all("bridge tolerance" in p["bridge_verdict"]["text"] for p in b["pairs"])
+    assert all("bridge tolerance" in p["bridge_verdict"]["tolerance_text"] for p in b["pairs"])
 
 
 def test_bridge_verdict_differs_beyond_tolerance(fleet):
@@ -231,7 +231,7 @@ def test_bridge_verdict_differs_beyond_tolerance(fleet):
     assert b["comparable"] is False and "NOT comparable across the runs" in b["verdict"]
     p = b["pairs"][0]
     assert p["bridge_verdict"]["kind"] == "differs" and p["bridge_verdict"]["within_tolerance"] is False
-    assert p["bridge_verdict"]["text"].endswith(", beyond the 2.5 % bridge tolerance")
+    assert p["bridge_verdict"]["tolerance_text"] == ", beyond the 2.5 % bridge tolerance"
     assert out["only_current"] == [f"spark-sim0{i}/nvidia-mtp3-mnbt2048" for i in (1, 2, 3)]
 
 

@@ -142,7 +142,8 @@ def test_compare_shares_phrasing_formula_and_determinism():
     assert vd.compare_shares([True] * 20, [True] * 10 + [False] * 10) == worse  # seeded
     few = vd.compare_shares([True] * 3, [True, False, True])
     assert few["kind"] == "not_enough" and few["pp"] is None
-    assert few["text"].startswith("not enough requests for a verdict (3 and 3 requests; 5 per side needed")
+    assert few["text"] == "not enough requests for a verdict"  # the Trust contract's words, nothing more
+    assert few["reason"].startswith("3 and 3 requests; 5 per side needed: --rate-requests 5")
     assert vd.compare_shares([False] * 5, [True] * 5)["hi"] <= 100.0
     with pytest.raises(ValueError, match="true or false"):
         vd.compare_shares([True] * 5, [1, 0, 1, 1, 1])
@@ -174,7 +175,7 @@ def test_prefix_pairs_match_the_same_build_and_flags_and_judge_warm_ttfts():
     assert p["ttft_change_pct"] == pytest.approx((on["ttft_s"]["p50"] / off["ttft_s"]["p50"] - 1) * 100)
     assert (p["hit_rate_on"], p["hit_rate_off"]) == (0.95, 0.0)
     expected = vd.compare_samples([x["ttft_s"] for x in off["per_request"][1:]],
-                                  [x["ttft_s"] for x in on["per_request"][1:]])
+                                  [x["ttft_s"] for x in on["per_request"][1:]], remedy="--prefix-requests 6")
     assert p["verdict"] == expected and expected["kind"] == "differs" and expected["hi"] < -80
     # the cold request is not a warm one
     assert numbers.warm_ttfts(docs[0]) == [x["ttft_s"] for x in on["per_request"][1:]]
@@ -242,7 +243,8 @@ def test_tool_calls_section_counts_categories_and_failures():
     assert bad["failures by bucket"] == "should_not_have_called 1; unparsed 1; wrong_tool 1"
     assert (good["Δ passed"], good["verdict"]) == ("–", "–")  # the reference variant
     assert bad["Δ passed"] == "−75.0 pp vs nvidia-bare"
-    assert bad["verdict"] == ("not enough requests for a verdict (4 and 4 requests; 5 per side needed: "
+    assert bad["verdict"] == "not enough requests for a verdict"  # why: once, under the table
+    assert main.notes[-1] == ("verdict: not enough requests for a verdict (4 and 4 requests; 5 per side needed: "
                               "a --tools-file with 5 or more prompts)")
     assert [(r[2], r[4]) for r in fails.rows] == [("no_tool_needed", "should_not_have_called"),
                                                  ("convert", "unparsed"), ("two_cities", "wrong_tool")]

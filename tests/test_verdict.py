@@ -24,13 +24,21 @@ def test_min_requests_is_five_and_below_it_there_is_no_verdict():
     out = vd.compare_samples([80.0, 81.0, 79.5], [70.0, 70.5, 69.8])
     assert out["kind"] == "not_enough" and out["pct"] is None and out["lo"] is None and out["mdd_pct"] is None
     assert out["n_reference"] == 3 and out["n_other"] == 3 and out["needed"] == 5
-    assert out["text"] == "not enough requests for a verdict (3 and 3 requests; 5 per side needed: --runs 5)"
+    # the text is the Trust contract's words alone; why is kept as data, said once by a report
+    assert out["text"] == "not enough requests for a verdict"
+    assert out["reason"] == "3 and 3 requests; 5 per side needed: --runs 5" and out["remedy"] == "--runs 5"
+    assert vd.explained(out) == "not enough requests for a verdict (3 and 3 requests; 5 per side needed: --runs 5)"
     # one side short is enough to refuse; the hint can be replaced
     out = vd.compare_samples([1.0] * 5, [1.0] * 4, remedy="measure at 5 or more parallel")
-    assert out["text"] == ("not enough requests for a verdict (5 and 4 requests; 5 per side needed: "
-                           "measure at 5 or more parallel)")
+    assert out["reason"] == "5 and 4 requests; 5 per side needed: measure at 5 or more parallel"
     # results with medians only have no requests at all
-    assert vd.compare_samples([], None)["text"].startswith("not enough requests for a verdict (0 and 0 requests")
+    assert vd.compare_samples([], None)["reason"].startswith("0 and 0 requests")
+
+
+def test_a_verdict_reached_has_no_reason_and_says_its_words_alone():
+    out = vd.compare_samples([80.0, 81.0, 79.5, 80.5, 80.2], [70.0, 70.5, 69.8, 70.2, 70.1])
+    assert out["kind"] == "differs" and out["reason"] is None
+    assert vd.explained(out) == out["text"] and out["text"].startswith("differs by −12.")
 
 
 def test_differs_text_format_and_interval():
@@ -68,17 +76,19 @@ def test_bridge_tolerance_texts():
     plus_18 = [x * 1.018 for x in ref]
     out = vd.compare_samples(ref, plus_18, tolerance_pct=2.5)
     assert out["kind"] == "differs" and out["within_tolerance"] is True
-    assert out["text"] == (f"differs by +1.8 % [{out['lo']:+.1f}, {out['hi']:+.1f}], "
-                           "within the 2.5 % bridge tolerance")
+    # the text keeps the Trust contract's words; the tolerance clause is kept apart and joined in sentences
+    assert out["text"] == f"differs by +1.8 % [{out['lo']:+.1f}, {out['hi']:+.1f}]"
+    assert vd.explained(out) == out["text"] + ", within the 2.5 % bridge tolerance"
     out = vd.compare_samples(ref, [x * 1.10 for x in ref], tolerance_pct=2.5)
-    assert out["within_tolerance"] is False and out["text"].endswith(", beyond the 2.5 % bridge tolerance")
+    assert out["within_tolerance"] is False and out["tolerance_text"] == ", beyond the 2.5 % bridge tolerance"
     same = vd.compare_samples(ref, list(reversed(ref)), tolerance_pct=2.5)
     assert same["kind"] == "no_difference" and same["within_tolerance"] is True
-    assert same["text"].endswith(", within the 2.5 % bridge tolerance")
+    assert vd.explained(same).endswith(", within the 2.5 % bridge tolerance")
     rng = random.Random(4)
     wide = vd.compare_samples(noisy(80, 5, 0.05, rng), noisy(80, 5, 0.05, rng), tolerance_pct=2.5)
     assert wide["kind"] == "no_difference" and wide["within_tolerance"] is None
-    assert "more requests would resolve it" in wide["text"]
+    assert "more requests would resolve it" in wide["tolerance_text"]
+    assert vd.compare_samples(ref, plus_18)["tolerance_text"] is None
 
 
 def test_a_15_pct_difference_is_found_and_0_pct_is_not():

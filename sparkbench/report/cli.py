@@ -132,18 +132,22 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
                                    by_key["head_to_head"].data["builds"], by_key["history"].data)
     rows, rc = by_key["rows"].data, by_key["run_compare"].data
     tables = [t for s in parts for t in s.tables]
+    summary = sections.summary_lines(parts)
     ctx = {"run_id": run.run_id, "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "simulated": any(r["simulated"] for r in rows) or bool(rc and rc["simulated"]),
            "backends": sorted({r["backend"] for r in rows if r["backend"]}),
            "n_files": len(results) + len(run.errors), "n_hosts": len({r["host"] for r in rows}),
-           "load_errors": [str(e) for e in run.errors], "summary": sections.summary_lines(parts), "tables": tables}
+           "load_errors": [str(e) for e in run.errors],
+           # report.md and report.html: the answer's table first, then the other sections' summary lines
+           "summary": sections.summary_lines(parts, skip=(sections.ANSWER,)), **sections.placed(parts),
+           "answer_chart": sections.ANSWER_CHART}
     doc = results_doc(parts, **{k: ctx[k] for k in ("run_id", "generated_at", "simulated", "backends",
-                                                    "load_errors", "summary")},
+                                                    "load_errors")}, summary=summary,
                       baseline_run_id=base.run_id if base else None, charts=charts,
                       tables=[t.as_dict() for t in tables])
     doc["terminal_table"] = terminal_table(doc, table_format)
     paths = _write(run.path, ctx, doc, charts)
-    return {"paths": {k: str(v) for k, v in paths.items()}, "summary": ctx["summary"],
+    return {"paths": {k: str(v) for k, v in paths.items()}, "summary": summary,
             "load_errors": ctx["load_errors"], "charts": charts, "doc": doc, "tables": tables}
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sparkbench.verdict import compare_samples, samples
+from sparkbench.verdict import compare_samples, explained, samples
 
 from . import numbers as n
 
@@ -40,9 +40,9 @@ def host_drift(results: list[dict], brackets: list[dict], *, seed: int = 0) -> d
     ``verdict`` is :func:`~sparkbench.verdict.compare_samples` (reference = the main result's
     valid ``single.runs[].decode_tok_s``, other = the bracket's), seeded by ``seed``;
     ``unreliable`` is True when its kind is ``differs``; ``text`` is one line, e.g. "nvidia-bare
-    measured again at the end: differs by −3.1 % [−4.0, −2.2]"; ``reason`` is its part after the
-    colon (the verdict text, or why there is none: a failed bracket, no main result). Medians in
-    tok/s."""
+    measured again at the end: differs by −3.1 % [−4.0, −2.2]" (a verdict not reached says why:
+    :func:`sparkbench.verdict.explained`); ``reason`` is the verdict's words alone, or why there is
+    no verdict at all (a failed bracket, no main result). Medians in tok/s."""
     main = {(n.host_of(r), n.variant_name(r)): r for r in results}
     out: dict[str, dict] = {}
     for host, br in sorted(_latest(brackets).items()):
@@ -59,7 +59,8 @@ def host_drift(results: list[dict], brackets: list[dict], *, seed: int = 0) -> d
             why = f"the bracket run failed at {fail.get('stage') or '?'}: {fail.get('reason') or 'no reason recorded'}"
         else:
             why = verdict["text"]
-        text = f"{of} measured again at the end: {why}"
+        compared = ref is not None and br.get("status") != "failed"
+        text = f"{of} measured again at the end: {explained(verdict) if compared else why}"
         out[host] = {"variant": of, "verdict": verdict, "unreliable": unreliable, "text": text, "reason": why,
                      "reference_median": n.dig(ref, "single", "decode_tok_s_median") if ref else None,
                      "bracket_median": n.dig(br, "single", "decode_tok_s_median"),

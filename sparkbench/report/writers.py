@@ -29,9 +29,9 @@ CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status"
 #: ``baseline_run_id``, ``charts``, ``tables``) and the sections' keys
 #: (:class:`~sparkbench.report.table.Section`: a section's ``data`` under its ``key`` where
 #: ``in_doc``); ``terminal_table``, made from all of these, comes last.
-DOC_KEYS = ("run_id", "generated_at", "simulated", "backends", "load_errors", "summary",
+DOC_KEYS = ("run_id", "generated_at", "simulated", "backends", "load_errors", "summary", "answer",
             "rows", "quality", "image", "telemetry", "failures", "protocol", "hosts_without_results",
-            "head_to_head", "fleet", "run_compare", "baseline_run_id", "drift", "manifest", "charts", "tables",
+            "head_to_head", "config_compare", "fleet", "run_compare", "baseline_run_id", "drift", "manifest", "charts", "tables",
             "serving", "goodput_verdicts", "prefix_caching", "multi_turn", "tool_calls", "cluster_vs_unit",
             "clusters")
 
@@ -65,7 +65,8 @@ def table_md(t: Table) -> str:
 
 
 def markdown(ctx: dict, charts: list[dict]) -> str:
-    """The whole report.md."""
+    """The whole report.md, in report.html's order: the answer's table, the summary, the
+    findings, the charts, the details (``ctx``: see :func:`sparkbench.report.html_page.render_html`)."""
     parts = [f"# sparkbench report — run {ctx['run_id']}\n",
              f"generated {ctx['generated_at']} from {ctx['n_files']} result file(s); {ctx['n_hosts']} host(s)\n"]
     if ctx["simulated"]:
@@ -76,12 +77,14 @@ def markdown(ctx: dict, charts: list[dict]) -> str:
     if ctx["load_errors"]:
         parts.append("**Result files that could not be read (not in the tables):**\n\n"
                      + "\n".join(f"- {e}" for e in ctx["load_errors"]) + "\n")
+    parts += [table_md(t) for t in ctx["answer"]]
     if ctx["summary"]:
         parts.append("## Summary\n\n" + "\n".join(f"- {line}" for line in ctx["summary"]) + "\n")
-    parts += [table_md(t) for t in ctx["tables"]]
+    parts += [table_md(t) for t in ctx["findings"]]
     drawn = [c for c in charts if c.get("path")]
     if drawn:
         parts.append("## Charts\n\n" + "\n".join(f"![{c['title']}](charts/{Path(c['path']).name})" for c in drawn) + "\n")
+    parts += [table_md(t) for t in ctx["details"]]
     return "\n".join(parts)
 
 

@@ -2,10 +2,18 @@
 against a baseline run with the version bridge verdict. Results are read through
 :mod:`sparkbench.report.numbers` only.
 
-Modules: :mod:`.pairs` (one comparison: % difference, verdict, drift mark), :mod:`.head_to_head`,
+Modules: :mod:`.pairs` (one comparison: % difference, verdict, drift mark), :mod:`.answer` (the
+winners), :mod:`.head_to_head`, :mod:`.configs` (configurations of a one-build model),
 :mod:`.cluster` (cluster vs one unit), :mod:`.fleet`, :mod:`.runs` (run to run and the version
 bridge), :mod:`.serving` (variants compared on the serving phases). Every public name is
 importable from this package (``from sparkbench.report import compare``).
+
+Answer
+    Per host and model (the model key; a cluster variant counts under its head host): the
+    variant with the highest single-stream median and the one with the highest combined
+    throughput at 8 parallel, each against the runner-up (the next highest of that model on
+    that host): lead = (winner − runner-up) / runner-up × 100, verdict of the winner's requests
+    against the runner-up's (:func:`verdict_of`). Ties go to the first in matrix order.
 
 Head-to-head
     Pairs results on the same host whose model is the same apart from its publisher
@@ -19,6 +27,13 @@ Head-to-head
     per-request decode rates (``single.runs[]``); combined at N — measured once per concurrency —
     compares the N per-stream decode rates that make it up (``parallel[].per_stream``), so at 2
     and 4 parallel there are too few streams for a verdict.
+
+Configurations
+    Where a model has a single build on a host (one-unit results), the head-to-head pairs
+    nothing; each configuration is then compared with the first configuration in matrix order
+    (the source article's MTP against bare; fp32 against bf16 on the CPU matrix): % difference =
+    (configuration − first) / first × 100, single stream and combined at 2/4/8 parallel, each with
+    its verdict as in the head-to-head.
 
 Cluster vs one unit
     A cluster variant (a result with a ``cluster`` block: one model over several hosts, written
@@ -58,14 +73,17 @@ Drift
 
 from __future__ import annotations
 
+from .answer import ANSWER_METRICS, answer, winner
 from .cluster import PARALLEL_FLAGS, cluster_vs_unit, one_unit_reference
+from .configs import config_compare
 from .fleet import MANIFEST_FIELDS, MIN_HOSTS_TO_FLAG, fleet_compare, host_clock
 from .head_to_head import head_to_head, summarize
 from .pairs import METRICS, compare_pair, metric_value, parse_threshold, pct_diff, remedy, unreliable, verdict_of
 from .runs import pair_ok, pair_results, run_compare, vllm_version
 from .serving import goodput_verdicts, prefix_pairs, reference_variants, tool_verdicts
 
-__all__ = ["PARALLEL_FLAGS", "cluster_vs_unit", "one_unit_reference",
+__all__ = ["ANSWER_METRICS", "answer", "winner", "config_compare",
+           "PARALLEL_FLAGS", "cluster_vs_unit", "one_unit_reference",
            "MANIFEST_FIELDS", "MIN_HOSTS_TO_FLAG", "fleet_compare", "host_clock",
            "head_to_head", "summarize",
            "METRICS", "compare_pair", "metric_value", "parse_threshold", "pct_diff", "remedy", "unreliable",

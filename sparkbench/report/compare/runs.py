@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ... import verdict as vd
 from .. import numbers as n
 from .pairs import parse_threshold, pct_diff, unreliable, verdict_of
 
@@ -66,7 +67,7 @@ def _bridge_verdict(bridge_rows: list[dict], threshold: float) -> tuple[bool | N
         out = (f"{r['variant']} {r['baseline_single']:.2f} → {r['current_single']:.2f} "
                f"({r['single_pct']:+.1f} %)")
         if r["bridge_verdict"]["kind"] != "not_enough":
-            out += f": {r['bridge_verdict']['text']}"
+            out += f": {vd.explained(r['bridge_verdict'])}"
         return out + (" (unreliable: drift)" if r.get("unreliable") else "")
 
     if len(measured) <= 4:
@@ -87,7 +88,7 @@ def _bridge_verdict(bridge_rows: list[dict], threshold: float) -> tuple[bool | N
     to_v = "/".join(sorted({str(r["current_vllm"]) for r in bridge_rows}))
     if not judged:
         comparable = max_abs <= threshold
-        why = measured[0]["bridge_verdict"]["text"]
+        why = vd.explained(measured[0]["bridge_verdict"])
         return comparable, max_abs, (
             f"vLLM {from_v} → {to_v}: {parts}; {why}; by the medians alone max |Δ| {max_abs:.1f} % "
             f"{'≤' if comparable else '>'} {threshold:g} % → figures "

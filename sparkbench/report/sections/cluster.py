@@ -9,7 +9,8 @@ from ...verdict import MIN_REQUESTS
 from .. import compare
 from .. import numbers as n
 from ..table import DASH, Section, Table, f, pct, sim, text, yesno
-from .comparisons import describe_range, verdict_cell
+from .comparisons import describe_range
+from .verdicts import drift_notes, missing_notes, unit_mark, verdict_cell
 
 
 def cluster_sentence(s: dict) -> str:
@@ -45,11 +46,11 @@ def cluster_vs_unit(results: list[dict], drift: dict | None = None) -> Section:
     rows = []
     for (unit, variant), m in by_key.items():
         s = m["single"]
-        cells = [unit, text(s["model_key"]), f"{variant} ({s['parallel'] or '–'})",
+        cells = [unit_mark(unit, s["unreliable"]), text(s["model_key"]), f"{variant} ({s['parallel'] or '–'})",
                  f"{s['reference_variant']} on {s['reference_host']}" + ("" if s["flags_match"] else " (flags differ)"),
                  f(s["reference_value"]), f(s["value"])]
         for metric in shown:
-            cells += [pct(m[metric]["pct_diff"]), verdict_cell(m[metric]["verdict"], m[metric]["unreliable"])]
+            cells += [pct(m[metric]["pct_diff"]), verdict_cell(m[metric]["verdict"])]
         rows.append(cells)
     level_headers = []
     for metric in shown:
@@ -60,6 +61,9 @@ def cluster_vs_unit(results: list[dict], drift: dict | None = None) -> Section:
              "marked \"flags differ\")",
              "verdict: as in the head-to-head — single compares the single-stream runs, N par the N per-stream "
              f"decode rates, so below {MIN_REQUESTS} parallel there are too few requests for a verdict"]
+    notes += missing_notes((title, [m[metric]["verdict"] for m in by_key.values()])
+                           for metric, title in zip(shown, level_headers[1::2]))
+    notes += drift_notes(m["single"]["unreliable"] for m in by_key.values())
     if data["unmatched"]:
         notes.append("no one-unit variant of the same build on the head to compare with: " + ", ".join(data["unmatched"]))
     table = Table("cluster-vs-unit", sim("Cluster vs one unit", data["simulated"]),

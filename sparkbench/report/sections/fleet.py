@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import compare
 from ..table import DASH, Section, Table, f, pct, sim
-from .comparisons import verdict_cell
+from .verdicts import drift_notes, missing_notes, unit_mark, verdict_cell
 
 
 def fleet(results: list[dict], threshold_pct: float = 5.0, drift: dict | None = None) -> Section:
@@ -37,13 +37,16 @@ def fleet(results: list[dict], threshold_pct: float = 5.0, drift: dict | None = 
                      + ", ".join(data["clusters_left_out"]))
     matrix = Table("fleet", sim("Fleet: host × variant", data["simulated"]),
                    ["variant", "fleet median"] + hosts, rows, notes)
-    verdict_rows = [[h, v, f(data["matrix"][v].get(h), 2), verdict_cell(cell, data["unreliable"].get(h))]
-                    for v, by_host in data["verdicts"].items() for h, cell in by_host.items()]
+    cells = [(h, v, cell) for v, by_host in data["verdicts"].items() for h, cell in by_host.items()]
+    verdict_rows = [[unit_mark(h, data["unreliable"].get(h)), v, f(data["matrix"][v].get(h), 2), verdict_cell(cell)]
+                    for h, v, cell in cells]
     verdict_table = Table("fleet-verdicts", sim("Fleet: each host against its peers", data["simulated"]),
                           ["host", "variant", "single tok/s", "verdict against its peers"], verdict_rows,
                           ["the host's single-stream requests against the pooled requests of its peers: the "
                            f"other hosts within ±{data['threshold_pct']:g} % of the fleet median (all others "
-                           "when none is), same variant; 95 % bootstrap interval of the ratio of medians"])
+                           "when none is), same variant; 95 % bootstrap interval of the ratio of medians"]
+                          + missing_notes([("verdict against its peers", [c for _, _, c in cells])])
+                          + drift_notes(data["unreliable"].get(h) for h, _, _ in cells))
     flag_rows, lines = [], []
     for fl in data["flagged"]:
         diffs = "; ".join(f"{d['field']} {d['value']} (fleet: {d['majority']})" for d in fl["differs"]) \

@@ -10,8 +10,8 @@ from ...verdict import MIN_REQUESTS
 from .. import compare
 from .. import numbers as n
 from ..table import DASH, Section, Table, f, pct, redact, sim, text
-from .comparisons import verdict_cell
 from .hosts import unit_cell
+from .verdicts import missing_notes, verdict_cell
 
 
 def _rate_label(rate) -> str:
@@ -117,7 +117,8 @@ def goodput_verdicts(results: list[dict], reference_build: str | None = None) ->
                    "verdict: 95 % bootstrap interval over the per-request good flags (one good and one bad "
                    "pseudo-request per side, widened as the decode verdicts are) and the minimum detectable "
                    "difference in pp (docs/REPORTS.md, \"How to read a verdict\"); "
-                   f"fewer than {MIN_REQUESTS} requests at a rate on a side: no verdict"])
+                   f"fewer than {MIN_REQUESTS} requests at a rate on a side: no verdict"]
+                  + missing_notes([("verdict", [r["verdict"] for r in data["rows"]])]))
     return Section("goodput_verdicts", "Goodput verdicts", data, [table], lines)
 
 
@@ -155,6 +156,7 @@ def prefix_caching(results: list[dict]) -> Section:
                  "verdict: sparkbench.verdict.compare_samples on the per-request warm TTFTs, without caching as the "
                  "reference (a negative difference: the first token comes sooner with caching); hit rate = "
                  "Δ vllm:prefix_cache_hits / Δ vllm:prefix_cache_queries over the phase (tokens)"]
+        notes += missing_notes([("TTFT verdict", [p["verdict"] for p in data["pairs"]])])
         if data["unpaired"]:
             notes.append("no pair: " + "; ".join(data["unpaired"]))
         tables.append(Table("prefix-pairs", sim("Prefix caching: with and without", data["simulated"]),
@@ -258,7 +260,8 @@ def tool_calls(results: list[dict], reference_build: str | None = None) -> Secti
                      "where none is needed; categories and buckets after BFCL's AST checker (docs/MEASUREMENT.md); "
                      "per category passed/total",
                      "Δ passed = (pass share − the reference variant's) in percentage points, verdict "
-                     "sparkbench.verdict.compare_shares over the prompts' pass flags (skipped prompts left out)"])]
+                     "sparkbench.verdict.compare_shares over the prompts' pass flags (skipped prompts left out)"]
+                    + missing_notes([("verdict", [(e["vs_reference"] or {}).get("verdict") for e in entries])]))]
     if fails:
         tables.append(Table("tool-failures", sim("Tool calls: failures", simulated),
                             ["host", "variant", "prompt", "category", "bucket", "reason"], fails))
