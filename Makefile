@@ -5,8 +5,10 @@
 #                Debian's openssh-server and sudo (the SSH test units; no system sshd is started).
 #                Idempotent: seconds when done.
 #   make test    setup + the whole suite (pytest, ruff, ansible-lint, Molecule). What CI runs.
-#   make demo    the full seed matrix on the simulated Spark fleet: tables, report.html, charts,
-#                and a simulated v0.24 -> v0.25 version bridge.
+#   make demo    the seed's matrix on one simulated Spark first (its table within minutes), then
+#                quality/image, the fleet and its health, the v0.24 -> v0.25 bridge, two Sparks
+#                over Ray and real vLLM (CPU). Sets up only what its first step needs (demo-setup);
+#                a later step builds the image it needs when it first runs.
 #   make bench   benchmarks of sparkbench itself; rewrites BENCHMARKS.md.
 
 SHELL := /bin/bash
@@ -22,30 +24,43 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Molecule and ansible-lint must never try to reach Galaxy.
 export ANSIBLE_GALAXY_DISABLE_GPG_VERIFY := 1
 
-.PHONY: help setup venv docker images chromium ssh-units test pytest lint molecule demo bench clean
+.PHONY: help setup venv venv-runtime docker sim-images images chromium ssh-units demo-setup test pytest lint \
+        molecule demo bench clean
 
 help:
-	@sed -n '3,11p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
 
 setup: venv docker images chromium ssh-units
 
 venv: $(VENV)/.installed
+# What sparkbench itself runs on (requirements.txt above its tests-and-lint line) and the package:
+# all make demo needs. --no-compile: Python compiles what it imports when it first imports it
+# (installing the Ansible bundle's byte code alone took minutes here).
+venv-runtime: $(VENV)/.installed-runtime
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed-runtime: requirements.txt pyproject.toml
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	@echo "setup: installing Python packages into $(VENV) (first time: a few minutes)"
-	@$(VPY) -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-	@$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	@echo "setup: installing sparkbench's runtime packages into $(VENV) (first time: 1-3 minutes)"
+	@sed '/^# --- tests and lint/,$$d' requirements.txt > $(VENV)/requirements-runtime.txt
+	@$(VPY) -m pip install -q --no-compile --disable-pip-version-check -r $(VENV)/requirements-runtime.txt
 	@# The sparkbench package (editable: the plugins, reports and runner import the working tree).
-	@$(VPY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	@$(VPY) -m pip install -q --no-compile --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-runtime requirements.txt
+	@echo "setup: installing the test and lint packages into $(VENV) (first time: a few minutes)"
+	@$(VPY) -m pip install -q --no-compile --disable-pip-version-check -r requirements.txt
 	@touch $@
 
 docker:
 	@scripts/setup_docker_engine.sh
 
-images: docker
+# The images make demo's first step needs: the Debian base and the simulator (v0.25.0, v0.24.0).
+sim-images: docker
 	@scripts/build_base_image.sh
 	@scripts/build_sim_image.sh $(SIM_VERSION)
+
+images: sim-images
 	@scripts/build_sim_ray_image.sh
 	@scripts/build_vllm_cpu_image.sh
 
@@ -58,8 +73,12 @@ ssh-units:
 test: setup
 	@$(MAKE) --no-print-directory pytest lint molecule
 
+# Workers: most tests wait on paced simulators, containers and playbooks, not on the CPU, so four
+# workers on 2 cores finish well before one; a file (or a group in tests/conftest.py that shares a
+# server) stays on one worker. PYTEST_WORKERS=0 runs them one after another.
+PYTEST_WORKERS ?= 4
 pytest:
-	$(VPY) -m pytest -q -ra tests
+	$(VPY) -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 tests
 
 lint:
 	ruff check .
@@ -71,7 +90,13 @@ molecule:
 	  molecule test -s $$s; \
 	done
 
-demo: setup
+# make demo's own setup: the runtime venv beside the engine and the simulator images (two jobs).
+# The Ray and real-vLLM images are built by scripts/demo.py before the step that needs them;
+# Chromium and the SSH units are for make test only.
+demo-setup:
+	@$(MAKE) --no-print-directory -j2 venv-runtime sim-images
+
+demo: demo-setup
 	@$(VPY) scripts/demo.py
 
 bench: setup

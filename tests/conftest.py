@@ -258,12 +258,56 @@ def real_vllm():
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
 
 
+#: Test files that share one server run in one pytest-xdist group (one worker): the session's
+#: real vLLM (the ``real_vllm`` fixture) is started once per run, not once per worker.
+#: Real vLLM on 2 cores: two lanes, so that at most two real servers start at once.
+SHARED_GROUPS = {
+    "test_vllm_cpu_image": "real_vllm_server",
+    "test_sim_conformance": "real_vllm_server",
+    "test_real_vllm_serving": "real_vllm_server",
+    "test_real_vllm_e2e": "real_vllm_playbook",
+    "test_compile_cache": "real_vllm_playbook",
+}
+#: Groups handed to the workers first, longest first (serial minutes measured on 2 cores; make test passes
+#: --no-loadscope-reorder so that pytest-xdist keeps this order), so that no
+#: long group is the last to start; every other file follows in collection order.
+LONG_FIRST = (
+    "real_vllm_playbook",       # bench.yml on real vLLM (five containers), then the compile cache (two)
+    "real_vllm_server",         # the session's real vLLM: image, conformance; the tools server
+    "test_ssh_units",           # the README walk-through over SSH (4-6 min)
+    "test_sim_pair_playbook",   # two simulated Sparks over Ray (3-5 min)
+    "test_playbook_failures",
+    "test_reliability_faults",
+    "test_playbook_bench",
+    "test_unit_paths",
+    "test_playbook_serving",
+    "test_runner_sim",
+    "test_reliability_secrets",
+)
+
+
+def xdist_group(item) -> str:
+    """The pytest-xdist group of a test: its file's shared group, else its file (a file's module
+    fixtures are set up once, on one worker)."""
+    module = Path(str(item.fspath)).stem
+    return SHARED_GROUPS.get(module, module)
+
+
+def pytest_itemcollected(item) -> None:
+    """Every test gets its pytest-xdist group (``--dist loadgroup``: make test) as it is collected,
+    before pytest-xdist reads the groups."""
+    if item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Every test has a layer marker (docs/ARCHITECTURE.md, "Tests")."""
+    """Every test has a layer marker (docs/ARCHITECTURE.md, "Tests"); the long groups go first."""
     missing = [item.nodeid for item in items if not any(item.get_closest_marker(m) for m in LAYERS)]
     if missing:
         raise pytest.UsageError(f"{len(missing)} test(s) without a layer marker ({', '.join(LAYERS)}); mark the "
                                 "module (pytestmark = pytest.mark.unit) or the test: " + ", ".join(missing[:10]))
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(xdist_group(item), len(rank)))
 
 
 def _warm_font_cache() -> None:

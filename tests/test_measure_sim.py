@@ -357,11 +357,9 @@ def test_api_key_required_and_taken_from_environment(sim_factory, tmp_path: Path
 
 def test_stall_mid_run_gives_incomplete_json_exit_3(sim_factory, tmp_path: Path) -> None:
     sim = sim_factory(model=MODEL, args=BARE, env={"VLLM_SIM_RATE": "400", "VLLM_SIM_FAULT_STALL_AFTER_TOKENS": "100"})
-    t0 = time.monotonic()
     rc, doc, _, stderr = measure(["--base-url", sim.base_url, "--runs", "3", "--warmup", "0", "--output-tokens", "64",
                                   "--stall-timeout", "1.5"], tmp_path / "r.json")
     assert rc == 3, stderr
-    assert time.monotonic() - t0 < 30
     assert doc["status"] == "incomplete"
     assert "stalled" in doc["errors"][-1]["message"] and "--stall-timeout" in doc["errors"][-1]["message"]
     runs = doc["single"]["runs"]

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
@@ -309,14 +308,12 @@ def test_measure_flags_a_capped_simulator(sim_factory, tmp_path: Path) -> None:
     pre = " ".join(f"{k}={v}" for k, v in knobs.items())
     out = tmp_path / "r.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_SIM_") and k != "SPARKBENCH_API_KEY"}
-    t0 = time.monotonic()
     p = subprocess.run([sys.executable, str(REPO / "scripts" / "measure.py"), "--base-url", sim.base_url,
                         "--runs", "3", "--warmup", "0", "--concurrency", "none", "--output-tokens", "120",
                         "--nvidia-smi", f"env {pre} {sys.executable} {SIM} nvidia-smi",
                         "--kernel-log", f"env {pre} {sys.executable} {SIM} dmesg", "--out", str(out)],
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert time.monotonic() - t0 < 60
     doc = json.loads(out.read_text())
     errors = sorted(SCHEMA.iter_errors(doc), key=str)
     assert not errors, errors[:3]

@@ -9,9 +9,9 @@ Fixtures for the tests of this file (others append theirs at its end):
 - ``real_server``: the module's server (``.base_url``, ``.model``, ``.name``, ``.argv``,
   ``.logs()``), up for the whole module; ``measure(args, out)`` runs scripts/measure.py against
   it and returns (exit status, schema-validated document, stderr).
-- ``bare_server``: a second container with the same flags but no tool flags, started at the same
-  time (start-up is mostly single-threaded Python on 2 cores) and removed by the first test,
-  which is the only one that needs it.
+- ``bare_server``: a server without tool flags: the session's real vLLM (tests/conftest.py
+  ``real_vllm``, the plain command; this file runs in its pytest-xdist group), so no second
+  container starts for the one test that needs it.
 
 Tool calls on vLLM 0.32 (measured here; docs/MEASUREMENT.md "Tool calls"): every tool_choice but
 "none" needs ``--enable-auto-tool-choice --tool-call-parser`` (0.32 loads a parser only with the
@@ -52,7 +52,7 @@ from helpers import REPO
 MEASURE = REPO / "scripts" / "measure.py"
 IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 LOCK = "/tmp/real_vllm.lock"
-_BASE = 18480 + 2 * (os.getpid() % 10)  # 18480-18499: the server and the bare server
+_BASE = 18480 + 2 * (os.getpid() % 10)  # 18480-18499: the tools server
 PREFIX = f"sbtest-serving{os.getpid()}"
 READY_TIMEOUT_S = float(os.environ.get("SPARKBENCH_VLLM_CPU_READY_TIMEOUT", "420"))
 SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))
@@ -152,17 +152,13 @@ def _servers():
     model, flags, env = real_cpu_launch()
     flags = [*flags, "--enforce-eager"]
     main = RealServer(f"{PREFIX}-tools", _BASE, model, [*flags, *TOOL_ARGS], {**env, **TOOL_ENV})
-    bare = RealServer(f"{PREFIX}-bare", _BASE + 1, model, flags, env)
     try:
         main.start()
-        bare.start()
         main.wait()
-        bare.wait()
-        print(f"\nreal vLLM ready: tools server {main.ready_s:.0f} s, bare server {bare.ready_s:.0f} s")
-        yield {"main": main, "bare": bare}
+        print(f"\nreal vLLM ready: tools server {main.ready_s:.0f} s")
+        yield {"main": main}
     finally:
         main.remove()
-        bare.remove()
         fcntl.flock(lock, fcntl.LOCK_UN)
         lock.close()
 
@@ -173,10 +169,9 @@ def real_server(_servers) -> RealServer:
 
 
 @pytest.fixture(scope="module")
-def bare_server(_servers) -> RealServer:
-    if _servers["bare"].removed:
-        pytest.skip("the bare server was removed after its test")
-    return _servers["bare"]
+def bare_server(real_vllm):
+    """A real vLLM without tool flags: the session's (``.base_url``)."""
+    return real_vllm
 
 
 def measure(args: list[str], out: Path, timeout: float = 300) -> tuple[int, dict | None, str]:
@@ -187,11 +182,8 @@ def measure(args: list[str], out: Path, timeout: float = 300) -> tuple[int, dict
 # ---- tool calls ---------------------------------------------------------------------------------
 
 
-def test_tools_auto_without_tool_flags_is_a_request_error(bare_server: RealServer, _servers, tmp_path: Path) -> None:
-    try:
-        code, doc, err = measure(["--base-url", bare_server.base_url, *QUICK, "--tools"], tmp_path / "auto.json")
-    finally:
-        bare_server.remove()   # no other test needs it: free the memory and the core
+def test_tools_auto_without_tool_flags_is_a_request_error(bare_server, tmp_path: Path) -> None:
+    code, doc, err = measure(["--base-url", bare_server.base_url, *QUICK, "--tools"], tmp_path / "auto.json")
     assert code == 3, err
     assert doc["status"] == "incomplete" and doc["simulated"] is False
     t = doc["tools"]

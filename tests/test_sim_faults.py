@@ -103,7 +103,7 @@ def test_slow_load_refuses_connections_until_loaded(sim_factory):
             urllib.request.urlopen(sim.base_url + "/health", timeout=2)
             break
         except urllib.error.URLError:
-            assert time.monotonic() - t0 < 20
+            assert time.monotonic() - t0 < 180, "the simulator never answered /health"
             time.sleep(0.1)
     assert time.monotonic() - t0 >= 2.6
     assert "Model loading took" in sim.log()

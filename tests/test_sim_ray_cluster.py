@@ -72,7 +72,7 @@ def ray_nodes():
                    "--shm-size", "256m", "-e", f"VLLM_HOST_IP={ip}", "-e", "VLLM_SIM_LOAD_SECONDS=0.3",
                    "-e", "VLLM_SIM_LOG_INTERVAL=60", "-e", "AUTOSCALER_UPDATE_INTERVAL_S=1",
                    "--entrypoint", "ray", IMAGE, *ray_start(role, ip)[1:])
-        deadline = time.monotonic() + 45
+        deadline = time.monotonic() + 180  # a wait, not a speed check
         while True:
             st = docker("exec", f"{PREFIX}-head", "ray", "status", check=False, timeout=30).stdout
             if len(re.findall(r"^\s*1 node_[0-9a-f]+", st, re.M)) == nodes and f"/{nodes}.0 GPU" in st:
@@ -117,11 +117,11 @@ def get(base: str, path: str) -> dict:
 def test_tp2_across_two_nodes_then_worker_lost(ray_nodes):
     base = ray_nodes(2)
     serve("--tensor-parallel-size", "2", "--distributed-executor-backend", "ray")
-    deadline = time.monotonic() + 45
+    deadline = time.monotonic() + 180  # a wait, not a speed check
     while not health_ok(base, timeout=1):
         log = serve_log()
         assert "exit=" not in log, log
-        assert time.monotonic() < deadline, f"no /health within 45 s:\n{log}"
+        assert time.monotonic() < deadline, f"no /health within 180 s:\n{log}"
         time.sleep(0.3)
 
     cluster = get(base, "/sim/info")["cluster"]
@@ -133,7 +133,7 @@ def test_tp2_across_two_nodes_then_worker_lost(ray_nodes):
     assert len({w["node_id"] for w in workers}) == 2
     assert [w["node_ip"] for w in workers] == [HEAD_IP, WORKER_IP]   # driver's node first, as vLLM sorts
 
-    deadline = time.monotonic() + 20   # `ray status` reads the autoscaler's view: it lags a few seconds
+    deadline = time.monotonic() + 120   # `ray status` reads the autoscaler's view: it lags a few seconds
     while "2.0/2.0 GPU" not in (status := docker("exec", f"{PREFIX}-head", "ray", "status").stdout):
         assert time.monotonic() < deadline, status
         time.sleep(1)
@@ -154,10 +154,8 @@ def test_tp2_across_two_nodes_then_worker_lost(ray_nodes):
     assert any(json.loads(e)["choices"] and json.loads(e)["choices"][0].get("finish_reason") for e in events[:-1])
 
     docker("exec", f"{PREFIX}-worker", "ray", "stop", timeout=60)
-    t_stopped = time.monotonic()
-    log, _ = wait_exit(30)
-    took = time.monotonic() - t_stopped
-    assert took < 30, took
+    log, _ = wait_exit(300)
+    # Causality, not speed: the server exits because the worker's node went away.
     assert "EngineCore encountered a fatal error." in log
     assert re.search(r"ray\.exceptions\.(ActorDiedError|RayActorError|ActorUnavailableError)", log), log[-3000:]
     assert "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue." in log
