@@ -13,6 +13,7 @@ image=${1:-sparkbench/debian-base:bookworm}
 suite=${SPARKBENCH_DEBIAN_SUITE:-bookworm}
 
 say() { printf 'build-base-image: %s\n' "$*" >&2; }
+t0=$(date +%s)
 
 if docker image inspect "$image" >/dev/null 2>&1; then
   exit 0
@@ -31,7 +32,7 @@ fi
 
 rootfs=$(mktemp -d /tmp/sparkbench-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
-say "debootstrap $suite (minbase + python3) into $rootfs"
+say "debootstrap $suite (minbase + python3) into $rootfs (about a minute; more on a busy machine)"
 debootstrap --variant=minbase --include=python3,ca-certificates "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 || {
   say "debootstrap failed; last lines:"; tail -n 20 "$rootfs.log" >&2; exit 1; }
 rm -f "$rootfs.log"
@@ -39,4 +40,4 @@ rm -f "$rootfs.log"
 rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/*
 say "docker import -> $image"
 tar -C "$rootfs" -c . | docker import --change 'CMD ["/bin/bash"]' - "$image" >/dev/null
-say "done: $image"
+say "done: $image ($(($(date +%s) - t0)) s)"

@@ -17,6 +17,7 @@ name=${SPARKBENCH_SIM_IMAGE:-sparkbench/vllm-sim}
 label=org.sparkbench.sim.inputs
 
 say() { printf 'build-sim-image: %s\n' "$*" >&2; }
+t0=$(date +%s)
 
 versions=("$@")
 [ ${#versions[@]} -eq 0 ] && versions=(0.25.0)
@@ -35,7 +36,7 @@ if ! base_id=$(docker image inspect --format '{{.Id}}' "$base" 2>/dev/null); the
 fi
 
 ctx=$(mktemp -d /tmp/sparkbench-simctx.XXXXXX)
-trap 'rm -rf "$ctx"' EXIT
+trap 'rm -rf "$ctx" "$ctx.build.log"' EXIT
 mkdir -p "$ctx/sparkbench/scripts" "$ctx/sparkbench/profiles"
 # Sources only (no caches), so the hash depends on what the image contains.
 (cd "$repo/scripts" && find vllm_sim -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path 'vllm_sim/image/*' -print0 \
@@ -56,8 +57,11 @@ for v in "${expanded[@]}"; do
     say "$tag is up to date"
   else
     say "building $tag (vLLM $v emulated)"
-    DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$base" --build-arg "SIM_VERSION=$v" \
-      --label "$label=$want" --label "org.sparkbench.sim.version=$v" -t "$tag" "$ctx" >/dev/null
+    # The build's output (and the legacy builder's deprecation notice) only when it fails.
+    if ! DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE_IMAGE=$base" --build-arg "SIM_VERSION=$v" \
+        --label "$label=$want" --label "org.sparkbench.sim.version=$v" -t "$tag" "$ctx" >"$ctx.build.log" 2>&1; then
+      say "docker build of $tag failed; last lines:"; tail -n 30 "$ctx.build.log" >&2; exit 1
+    fi
   fi
   if [ "$v" = 0.25.0 ]; then
     docker tag "$tag" "$name:latest"
@@ -65,4 +69,4 @@ for v in "${expanded[@]}"; do
 done
 # Old builds of these tags become dangling: remove those (only ours, never an image in use).
 docker image prune -f --filter "label=$label" >/dev/null 2>&1 || true
-say "done: $(for v in $seen; do printf '%s:v%s ' "$name" "$v"; done)$(case " $seen " in *" 0.25.0 "*) printf '%s:latest' "$name";; esac)"
+say "done: $(for v in $seen; do printf '%s:v%s ' "$name" "$v"; done)$(case " $seen " in *" 0.25.0 "*) printf '%s:latest ' "$name";; esac)($(($(date +%s) - t0)) s)"

@@ -37,8 +37,9 @@ fi
 . "$here/lib/wheelhouse.sh"
 if [ ! -f "$wheelhouse/.complete" ]; then
   say "downloading ray==$ray_version and its dependencies into $wheelhouse (about 80 MB)"
+  wheelhouse_fill "$wheelhouse" "ray==$ray_version" "$base" say
+  say "wheelhouse ready ($(($(date +%s) - t0)) s)"
 fi
-wheelhouse_fill "$wheelhouse" "ray==$ray_version" "$base" say
 nfiles=$(find "$wheelhouse" -maxdepth 1 -type f ! -name '.*' | wc -l)
 
 # 2. Is the image up to date?
@@ -60,12 +61,25 @@ trap cleanup EXIT
 cp "$dockerfile" "$ctx/Dockerfile"
 
 say "building $tag from $base: $nfiles wheels from $wheelhouse (apt + pip install, about a minute)"
-if ! DOCKER_BUILDKIT=0 docker build --network bridge \
+# The build's own output goes to a log; a progress line per step of Dockerfile.ray.
+set +e
+DOCKER_BUILDKIT=0 docker build --network bridge \
     --build-arg "BASE_IMAGE=$base" --build-arg "RAY_VERSION=$ray_version" \
     --build-arg "WHEELHOUSE_URL=$WHEELHOUSE_URL" --build-arg "WHEELHOUSE_HOST=$WHEELHOUSE_HOST" \
     --label "$label=$want" --label "org.sparkbench.sim-ray.ray-version=$ray_version" \
-    -t "$tag" "$ctx" >"$ctx.build.log" 2>&1; then
-  say "docker build failed; last lines:"; tail -n 30 "$ctx.build.log" >&2; exit 1
+    -t "$tag" "$ctx" 2>&1 | tee "$ctx.build.log" | while IFS= read -r line; do
+  step=""
+  case "$line" in
+    "Step "*"apt-get update"*) step="apt-get install python3-pip python3-venv iperf3 ethtool iproute2 procps" ;;
+    "Step "*"pip install"*) step="pip install ray==$ray_version from the wheelhouse (the longest step)" ;;
+    "Successfully built"*) step="image built; tagging" ;;
+  esac
+  [ -n "$step" ] && printf 'build-sim-ray-image:   [%3d s] %s\n' "$(($(date +%s) - t0))" "$step" >&2
+done
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" != 0 ]; then
+  say "docker build failed (status $rc); last lines:"; tail -n 30 "$ctx.build.log" >&2; exit 1
 fi
 docker tag "$tag" "$name:latest"
 # Old builds of this tag become dangling: remove those (only ours, never an image in use).

