@@ -81,7 +81,7 @@ def bench_cmd(limit: str, run_id: str, *extra_args: str) -> list[str]:
 
 
 def run_playbook(tmp: Path, limit: str, run_id: str, *extra_args: str, env_extra: dict | None = None,
-                 timeout: float = 420) -> PlaybookRun:
+                 timeout: float = 1200) -> PlaybookRun:
     """Run bench.yml to the end and collect what the tests assert on."""
     results, hf = tmp / "results", tmp / "hf"
     results.mkdir(exist_ok=True)

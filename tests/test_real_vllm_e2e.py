@@ -175,9 +175,9 @@ def real_run(tmp_path_factory):
     since, t0 = time.time() - 1, time.monotonic()
     procs = []
     try:
-        procs.append(subprocess.run(cmd(FAIL_HOST), cwd=REPO, env=env, capture_output=True, text=True, timeout=900))
+        procs.append(subprocess.run(cmd(FAIL_HOST), cwd=REPO, env=env, capture_output=True, text=True, timeout=1800))
         watcher.start()
-        procs.append(subprocess.run(cmd(MEASURE_HOST), cwd=REPO, env=env, capture_output=True, text=True, timeout=900))
+        procs.append(subprocess.run(cmd(MEASURE_HOST), cwd=REPO, env=env, capture_output=True, text=True, timeout=1800))
     finally:
         watcher.stop.set()
         if watcher.is_alive():

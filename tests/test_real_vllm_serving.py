@@ -54,7 +54,7 @@ IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 LOCK = "/tmp/real_vllm.lock"
 _BASE = 18480 + 2 * (os.getpid() % 10)  # 18480-18499: the tools server
 PREFIX = f"sbtest-serving{os.getpid()}"
-READY_TIMEOUT_S = float(os.environ.get("SPARKBENCH_VLLM_CPU_READY_TIMEOUT", "420"))
+READY_TIMEOUT_S = float(os.environ.get("SPARKBENCH_VLLM_CPU_READY_TIMEOUT", "900"))
 SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 TOOLS = json.loads((REPO / "profiles" / "tools.json").read_text(encoding="utf-8"))

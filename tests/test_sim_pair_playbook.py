@@ -57,7 +57,7 @@ FAST = {"llm_bench_output_tokens": 64, "llm_bench_runs": 5, "ray_cluster_iperf3_
         "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "1", "VLLM_SIM_PG_TIMEOUT_S": "60"}}
 
 
-def play(results: Path, run_id: str, extra: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+def play(results: Path, run_id: str, extra: dict, timeout: int = 1200) -> subprocess.CompletedProcess:
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH=f"{BIN}:{os.environ.get('PATH', '')}")
     cmd = ["flock", "/tmp/sim_pair.lock", str(BIN / "ansible-playbook"), "-i", str(REPO / "inventory/hosts.yml"),
