@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,13 +52,39 @@ class PlaybookRun:
         return [n for n in self.created if n.endswith("-" + host)]
 
 
-def docker_names_created(since: float, until: float) -> list[str]:
-    """Names of containers created between two UNIX times (``docker events``, so a container that
-    was created and removed again during the run is still seen)."""
-    out = subprocess.run(["docker", "events", "--since", f"{since:.3f}", "--until", f"{until:.3f}",
-                          "--filter", "type=container", "--filter", "event=create",
-                          "--format", "{{.Actor.Attributes.name}}"], capture_output=True, text=True, timeout=60)
-    return [n for n in out.stdout.split() if n]
+class ContainerCreations:
+    """Names of the containers created while the ``with`` block runs, read from a ``docker events``
+    stream opened before it (the engine keeps only its last 256 events, so a query afterwards
+    misses the early ones when other tests create containers beside a long run).
+    A container created and removed again inside the block is still seen."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._proc: subprocess.Popen | None = None
+        self._reader: threading.Thread | None = None
+
+    def __enter__(self) -> "ContainerCreations":
+        since = time.time() - 1
+        self._proc = subprocess.Popen(["docker", "events", "--since", f"{since:.3f}", "--filter", "type=container",
+                                       "--filter", "event=create", "--format", "{{.Actor.Attributes.name}}"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            if line.strip():
+                self.names.append(line.strip())
+
+    def __exit__(self, *exc) -> None:
+        time.sleep(1.0)  # the engine's last events reach the stream
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+        self._reader.join(timeout=10)
 
 
 def remove_containers(hosts: list[str]) -> None:
@@ -86,9 +113,8 @@ def run_playbook(tmp: Path, limit: str, run_id: str, *extra_args: str, env_extra
     results, hf = tmp / "results", tmp / "hf"
     results.mkdir(exist_ok=True)
     hf.mkdir(exist_ok=True)
-    since = time.time() - 1
-    proc = subprocess.run(bench_cmd(limit, run_id, *extra_args), cwd=REPO, capture_output=True, text=True,
-                          env=base_env(results, hf, **(env_extra or {})), timeout=timeout)
-    until = time.time() + 1
+    with ContainerCreations() as created:
+        proc = subprocess.run(bench_cmd(limit, run_id, *extra_args), cwd=REPO, capture_output=True, text=True,
+                              env=base_env(results, hf, **(env_extra or {})), timeout=timeout)
     return PlaybookRun(rc=proc.returncode, output=proc.stdout + proc.stderr,
-                       created=docker_names_created(since, until), results=results, run_id=run_id)
+                       created=created.names, results=results, run_id=run_id)

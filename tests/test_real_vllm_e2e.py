@@ -38,7 +38,7 @@ import yaml
 
 from conftest import docker_available
 from helpers import REPO, ansible_env, playbook_cmd
-from reliability import docker_names_created
+from reliability import ContainerCreations
 
 IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 _BASE = 18400 + 2 * (os.getpid() % 40)  # 18400-18479
@@ -172,18 +172,21 @@ def real_run(tmp_path_factory):
         return playbook_cmd("bench.yml", "-e", f"@{tmp / 'extra.yml'}", "-e", "bench_run_id=RV1", limit=host,
                             inventories=[REPO / "inventory/hosts.yml", tmp / "inventory.yml"])
     watcher = MetricsWatcher(f"http://127.0.0.1:{PORTS[MEASURE_HOST]}")
-    since, t0 = time.time() - 1, time.monotonic()
+    t0, creations = time.monotonic(), ContainerCreations()
     procs = []
     try:
-        procs.append(subprocess.run(cmd(FAIL_HOST), cwd=REPO, env=env, capture_output=True, text=True, timeout=1800))
-        watcher.start()
-        procs.append(subprocess.run(cmd(MEASURE_HOST), cwd=REPO, env=env, capture_output=True, text=True, timeout=1800))
+        with creations:
+            procs.append(subprocess.run(cmd(FAIL_HOST), cwd=REPO, env=env, capture_output=True, text=True,
+                                        timeout=1800))
+            watcher.start()
+            procs.append(subprocess.run(cmd(MEASURE_HOST), cwd=REPO, env=env, capture_output=True, text=True,
+                                        timeout=1800))
     finally:
         watcher.stop.set()
         if watcher.is_alive():
             watcher.join(timeout=5)
         wall = time.monotonic() - t0
-        created = docker_names_created(since, time.time() + 1)
+        created = creations.names
         subprocess.run(["docker", "rm", "-f", *[f"{prefix}-{h}" for h in PORTS]], capture_output=True, timeout=120)
     # The failures' run exits non-zero (a variant failed); the measured run's is the one the tests read.
     proc = procs[-1]
