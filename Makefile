@@ -73,11 +73,10 @@ ssh-units:
 test: setup
 	@$(MAKE) --no-print-directory pytest lint molecule
 
-# Workers: PYTEST_WORKERS=4 runs the suite on four pytest-xdist workers, a file (or a group in
-# tests/conftest.py that shares a server) on one worker. The default stays 0 (one process, the
-# long groups first) until the parallel run is proved green on a fresh clone: on a shared 2-core
-# machine it has not been yet (BENCHMARKS.md table 12).
-PYTEST_WORKERS ?= 0
+# Workers: pytest runs on four pytest-xdist workers, a file (or a group in tests/conftest.py that
+# shares a server) on one worker; on 2 cores the suite is CPU-bound, so four keep both cores busy
+# while the paced simulators wait. PYTEST_WORKERS=0 runs it in one process (the long groups first).
+PYTEST_WORKERS ?= 4
 pytest:
 	$(VPY) -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 tests
 
