@@ -66,6 +66,13 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument("host", help="inventory host name, e.g. spark-sim03")
     h.add_argument("variant", nargs="?", help="one variant (default: every variant of the host)")
     h.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
+    m = sub.add_parser("profile", help="write a model profile from config.json and the safetensors headers")
+    m.add_argument("model", help="a model folder (a Hugging Face snapshot or a checkpoint), or ORG/NAME on the Hub "
+                                 "(config.json and the shards' headers by range request; HF_TOKEN for gated models)")
+    m.add_argument("--revision", default="main", help="Hub revision: branch, tag or commit (default: main)")
+    m.add_argument("--id", dest="model_id", help="ORG/NAME (default: read from the snapshot path or config.json)")
+    m.add_argument("--profiles-dir", help="where profiles live (default: profiles/ at the repo root)")
+    m.add_argument("--dry-run", action="store_true", help="print the profile instead of writing it")
     return p
 
 
@@ -116,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = parser().parse_args(argv)
     try:
+        if args.command == "profile":
+            from ..modelfiles.command import profile_command
+            return profile_command(args.model, args.model_id, args.profiles_dir, args.dry_run, args.revision)
         if args.command == "history":
             return history_command(args.host, args.variant, args.results_dir)
         if args.command == "report":
