@@ -24,7 +24,10 @@ Peers
     * threshold T = max(k × S, the minimum detectable difference ``mdd_pct`` that
       ``verdict.compare_samples`` reports for the unit's requests vs the reference, ``floor_pct``)
     * slow by peers: D < −T **and** compare_samples(peers' requests, the unit's requests) says
-      ``differs`` (so three identical units never alarm on noise).
+      ``differs`` (so three identical units never alarm on noise); a unit with a cause (below)
+      is slow when the comparison says ``differs`` with its whole 95 % interval below
+      −``floor_pct``: its own telemetry or manifest explains the deviation, so the peers' spread
+      does not mask it.
 
 History
     the unit's most recent earlier *healthy* canary with the same configuration hash (the
@@ -346,6 +349,17 @@ def _healthy(row: dict[str, Any], fig: Mapping[str, Any], peers_fig: Mapping[str
     row.update(verdict="healthy", causes=[], cause_codes=[], remedy=None, notes=notes, basis=[], line=line)
 
 
+def _slow_with_a_cause(peers_fig: Mapping[str, Any], causes: Sequence[str], floor_pct: float) -> bool:
+    """A unit whose own telemetry or manifest names a cause is slow when its requests differ from
+    its peers' and the whole 95 % interval of the difference lies below −floor: the cause explains
+    the deviation, so the peers' spread (three medians on a loaded controller can spread by tens
+    of percent) does not raise its threshold."""
+    if not causes or peers_fig.get("verdict") != "differs":
+        return False
+    hi = _num(peers_fig.get("hi"))
+    return hi is not None and hi < -floor_pct
+
+
 def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str, Any]] | None = None, *,
           k: float = DEFAULT_K, floor_pct: float = DEFAULT_FLOOR_PCT, seed: int = 0,
           resamples: int = 2000) -> dict[str, Any]:
@@ -372,6 +386,7 @@ def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str,
                                               resamples=resamples)
         row["figures"] = {**fig, "peers": peers_fig, "history": hist_fig}
         causes = _telemetry_causes(fig, figs) + _manifest_causes(fig, figs)
+        slow_peers = slow_peers or _slow_with_a_cause(peers_fig, causes, floor_pct)
         basis = []
         if slow_peers:
             basis.append(f"{_signed(peers_fig['deviation_pct'])} vs peers' median {peers_fig['median_tok_s']:.2f} tok/s, "

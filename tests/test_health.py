@@ -85,6 +85,22 @@ def test_clock_capped_unit_is_slow_with_the_clock_as_cause_and_the_unplug_remedy
 
 
 @pytest.mark.unit
+def test_a_capped_unit_is_slow_even_when_its_peers_spread_widely():
+    # Peers 60 and 40 tok/s (a loaded controller): spread 1.4826 x 20/40 = 74 %, k x spread 222 %
+    # hides a -61 % unit from the spread rule; its capped clock names the cause, so the verdict
+    # and its interval decide.
+    units = [{"host": "spark-sim01", "doc": canary("spark-sim01", rate=60.0)},
+             {"host": "spark-sim02", "doc": canary("spark-sim02", rate=40.0)},
+             {"host": "spark-sim03", "doc": canary("spark-sim03", rate=40.0 * 0.385, clock=850.0, power=30.0)}]
+    u = by_host(health.judge(units))["spark-sim03"]
+    assert u["figures"]["peers"]["threshold_pct"] > 100 and u["figures"]["peers"]["verdict"] == "differs"
+    assert u["verdict"] == "slow" and u["line"].startswith("spark-sim03: slow — clock 850 of 3003 MHz under load")
+    # the same spread without a cause: not flagged (noise between peers is not a fault)
+    units[2] = {"host": "spark-sim03", "doc": canary("spark-sim03", rate=40.0 * 0.8)}
+    assert by_host(health.judge(units))["spark-sim03"]["verdict"] == "healthy"
+
+
+@pytest.mark.unit
 def test_slow_unit_whose_only_difference_is_its_driver_names_the_driver():
     # The default inventory's spark-sim03: ~8 % slower (efficiency 0.89) with an older driver.
     j = health.judge(fleet(rate=60.0 * 0.92, driver=OLD_DRIVER))
