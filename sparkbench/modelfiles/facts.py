@@ -152,7 +152,8 @@ def model_facts(config: dict, tensors: list[Tensor], hf_quant: dict | None = Non
         params[kind] += p
         nbytes[kind] += t.nbytes
         if kind == "routed":
-            routed_by_layer[int(_LAYER.search(t.name).group(1)) if _LAYER.search(t.name) else -1] += p
+            layer = _LAYER.search(t.name)
+            routed_by_layer[int(layer.group(1)) if layer else -1] += p
         if kind == "embedding":
             embed_rows = t.shape[0]
         if kind == "lm_head" and t.name.endswith(".weight"):
