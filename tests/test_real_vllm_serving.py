@@ -245,10 +245,17 @@ def test_tools_required_calls_are_schema_valid(real_server: RealServer, tmp_path
 
 
 def _e2e_count(base_url: str) -> float:
-    """vLLM's own count of finished requests (vllm:e2e_request_latency_seconds, all label sets)."""
-    text = urllib.request.urlopen(base_url + "/metrics", timeout=30).read().decode()
-    return sum(v for name, _labels, v in M.parse_prometheus(text)
-               if name == "vllm:e2e_request_latency_seconds_count")
+    """vLLM's own count of finished requests (vllm:e2e_request_latency_seconds, all label sets),
+    read once the server holds no request (one an earlier test's client gave up on may still be
+    running or waiting, and would be counted when it ends)."""
+    deadline = time.monotonic() + 300
+    while True:
+        samples = M.parse_prometheus(urllib.request.urlopen(base_url + "/metrics", timeout=30).read().decode())
+        busy = sum(v for name, _labels, v in samples
+                   if name in ("vllm:num_requests_running", "vllm:num_requests_waiting"))
+        if busy == 0 or time.monotonic() > deadline:
+            return sum(v for name, _labels, v in samples if name == "vllm:e2e_request_latency_seconds_count")
+        time.sleep(0.5)
 
 
 def test_rate_phase_completes_every_request_with_consistent_goodput(real_server: RealServer, tmp_path: Path) -> None:

@@ -187,7 +187,7 @@ def test_worker_killed_mid_measurement_fails_that_variant_and_the_next_completes
     tp2 = doc(results, "pair-kill", HEAD, "gptoss-tp2")
     assert tp2["status"] in ("failed", "incomplete"), tp2.get("failure")
     fail = tp2["failure"]
-    assert fail["stage"] == "measure"
+    assert fail["stage"] == "measure", (fail, proc.stdout[-4000:])
     assert "ray_worker_lost" in (fail.get("issues") or []), fail
     assert "lost node" in fail["remedy"] and "start the cluster again" in fail["remedy"], fail["remedy"]
     # The other cluster variant starts the cluster again and completes.
@@ -209,7 +209,9 @@ def test_worker_that_cannot_join_fails_in_preflight(results):
     assert fail["stage"] == "preflight", fail
     assert "ray_worker_not_joined" in (fail.get("issues") or []), fail
     assert fail["remedy"]
-    assert d["cluster"]["nodes_alive"] == 1
+    # The worker never joined; the head itself may not be listed yet when the 10 s deadline passes
+    # on a loaded machine (its own start is not what this run checks).
+    assert d["cluster"]["nodes_alive"] < 2, d["cluster"]
     # Failed on the join deadline (10 s here), not on vLLM's own 1800 s wait.
     assert took < 900, took
     assert containers() == []

