@@ -42,6 +42,10 @@ mkdir -p "$ctx/sparkbench/scripts" "$ctx/sparkbench/profiles"
 (cd "$repo/scripts" && find vllm_sim -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path 'vllm_sim/image/*' -print0 \
   | xargs -0 -I{} cp --parents {} "$ctx/sparkbench/scripts/")
 (cd "$repo/profiles" && find . -type f -name '*.json' -print0 | xargs -0 -I{} cp --parents {} "$ctx/sparkbench/profiles/")
+# The engine model the simulator shares with the predictor (sparkbench/twin: standard library only).
+mkdir -p "$ctx/sparkbench/sparkbench/twin"
+cp "$repo/sparkbench/__init__.py" "$ctx/sparkbench/sparkbench/"
+cp "$repo"/sparkbench/twin/*.py "$ctx/sparkbench/sparkbench/twin/"
 cp "$repo/scripts/vllm_sim/image/Dockerfile" "$ctx/Dockerfile"
 content_hash=$(cd "$ctx" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 

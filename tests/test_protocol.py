@@ -24,6 +24,7 @@ from sparkbench import result as result_mod
 from sparkbench import settings as settings_mod
 from sparkbench.report import numbers as rn
 from sparkbench.report import sections
+from sparkbench.twin.pacing import PacingModel
 
 from conftest import port_in
 from helpers import REPO
@@ -32,7 +33,6 @@ FIX = REPO / "tests" / "fixtures" / "measure"
 SIM = REPO / "scripts" / "vllm_sim"
 sys.path.insert(0, str(REPO / "scripts"))
 from vllm_sim import gpustate  # noqa: E402
-from vllm_sim.pacing import PacingModel  # noqa: E402
 
 SCHEMA = jsonschema.Draft202012Validator(json.loads((REPO / "schema" / "result.schema.json").read_text()))
 HW = json.loads((REPO / "profiles" / "hardware" / "dgx-spark.json").read_text())

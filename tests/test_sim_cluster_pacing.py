@@ -15,10 +15,9 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from sparkbench.twin.pacing import PacingModel
 
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-from vllm_sim.pacing import PacingModel  # noqa: E402
+from conftest import REPO_ROOT
 
 HW = json.loads((REPO_ROOT / "profiles/hardware/dgx-spark.json").read_text())
 GPTOSS = json.loads((REPO_ROOT / "profiles/models/openai__gpt-oss-120b.json").read_text())

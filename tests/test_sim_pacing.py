@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
 
-from conftest import REPO_ROOT
+from sparkbench.twin.pacing import PacingModel
 
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-from vllm_sim.pacing import PacingModel  # noqa: E402
+from conftest import REPO_ROOT
 
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 D27 = "nvidia/Qwen3.6-27B-NVFP4"

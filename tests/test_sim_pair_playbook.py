@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -32,10 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, image_present
+from sparkbench.twin.pacing import PacingModel
 
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-from vllm_sim.pacing import PacingModel  # noqa: E402
+from conftest import REPO_ROOT, image_present
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"

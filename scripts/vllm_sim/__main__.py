@@ -6,7 +6,10 @@ Also dispatches the image's stand-ins: ``python3 scripts/vllm_sim hf download ..
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# scripts/ (the vllm_sim package) and the folder above it (sparkbench.twin, the engine model the
+# simulator shares with the predictor: the checkout's root, or /opt/sparkbench in the image)
+_scripts = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [_scripts, os.path.dirname(_scripts)]
 
 if __name__ == "__main__":
     if sys.argv[1:2] in (["nvidia-smi"], ["dmesg"]):  # sampled once a second: skip importing the server

@@ -10,13 +10,14 @@ import sys
 import threading
 import time
 
+from sparkbench.twin.pacing import PacingModel
+
 from . import answers, profiles
 from .engine import Engine
 from .faults import Faults
 from .gpustate import GpuState
 from .knobs import KnobError, Knobs
 from .metrics import Metrics
-from .pacing import PacingModel
 from .prefix_cache import PrefixCache
 from .server import SimHTTPServer, read_messages
 from .startup_log import StartupLog

@@ -20,10 +20,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from ..twin.pacing import KV_DTYPE_BYTES, recurrent_state_bytes
 from .safetensors_header import Tensor
 
-#: Bytes per KV-cache element by vLLM's ``--kv-cache-dtype`` ("auto" = the model's bf16/fp16).
-KV_DTYPE_BYTES = {"auto": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+#: The KV-cache dtypes (vLLM's ``--kv-cache-dtype``; "auto" = the model's bf16) a profile lists
+#: its KV bytes per token for; the bytes per element are the twin's.
+PROFILE_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 #: Tensor name parts of a vision tower or its projector.
 VISION_PARTS = ("visual.", "vision_tower", "vision_model", "multi_modal_projector", "mm_projector")
@@ -93,21 +95,6 @@ def linear_attention(cfg: dict) -> dict | None:
                 "head_dim": cfg["mamba_head_dim"], "state_size": cfg["ssm_state_size"],
                 "n_groups": cfg.get("n_groups", 1), "conv_kernel": cfg.get("conv_kernel", 4), "ssm_state_bytes": 4}
     return None
-
-
-def recurrent_state_bytes(la: dict | None) -> float:
-    """One sequence's recurrent state over all linear-attention layers (one copy), bytes: the SSM
-    state (fp32) plus the convolution's window (bf16)."""
-    if not la:
-        return 0.0
-    kern, ssm = la.get("conv_kernel", 4) - 1, la.get("ssm_state_bytes", 4)
-    if la["type"] == "gdn":
-        state = la["num_v_heads"] * la["head_k_dim"] * la["head_v_dim"] * ssm
-        conv = 2 * la["num_k_heads"] * la["head_k_dim"] + la["num_v_heads"] * la["head_v_dim"]
-    else:
-        state = la["num_heads"] * la["head_dim"] * la["state_size"] * ssm
-        conv = la["num_heads"] * la["head_dim"] + 2 * la.get("n_groups", 1) * la["state_size"]
-    return float((state + conv * kern * 2) * la["layers"])
 
 
 def attention(cfg: dict, layers: int, la: dict | None) -> dict:
@@ -204,7 +191,7 @@ def model_facts(config: dict, tensors: list[Tensor], hf_quant: dict | None = Non
         "vision_params_b": params["vision"] / 1e9,
         "max_model_len": int(_first(cfg, "max_position_embeddings", "n_positions", default=0)),
         "decode_bytes_per_token": {k: round(v) for k, v in decode.items()},
-        "kv_bytes_per_token": {dtype: kv_elems * b for dtype, b in KV_DTYPE_BYTES.items()},
+        "kv_bytes_per_token": {dtype: kv_elems * KV_DTYPE_BYTES[dtype] for dtype in PROFILE_KV_DTYPES},
         "checkpoint_bytes": sum(t.nbytes for t in tensors),
     }
 

@@ -73,6 +73,18 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--id", dest="model_id", help="ORG/NAME (default: read from the snapshot path or config.json)")
     m.add_argument("--profiles-dir", help="where profiles live (default: profiles/ at the repo root)")
     m.add_argument("--dry-run", action="store_true", help="print the profile instead of writing it")
+    q = sub.add_parser("predict", help="predicted decode tok/s of a model on a unit, before it is downloaded")
+    q.add_argument("model", help="a model id with a profile, a model folder, or ORG/NAME on the Hub (headers only)")
+    q.add_argument("--hardware", help="hardware profile (default: dgx-spark)")
+    q.add_argument("--host", help="an inventory host: calibrate on its measured history and its bandwidth probe")
+    q.add_argument("--args", dest="args_json", help="vLLM flags as JSON, e.g. "
+                   '\'{"kv-cache-dtype": "fp8", "max-model-len": 65536, '
+                   '"speculative-config": {"method": "mtp", "num_speculative_tokens": 3}}\'')
+    q.add_argument("--acceptance", help="MTP acceptance per position, e.g. 0.87,0.69 (default: the model profile's)")
+    q.add_argument("--vllm-version", default="0.25.0", help="vLLM version the prediction is for (default: 0.25.0)")
+    q.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
+    q.add_argument("--profiles-dir", help="where profiles live (default: profiles/ at the repo root)")
+    q.add_argument("--json", action="store_true", help="print the prediction as JSON")
     return p
 
 
@@ -126,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "profile":
             from ..modelfiles.command import profile_command
             return profile_command(args.model, args.model_id, args.profiles_dir, args.dry_run, args.revision)
+        if args.command == "predict":
+            from ..predict.command import predict_command
+            return predict_command(args.model, args.hardware, args.host, args.args_json, args.results_dir,
+                                   args.profiles_dir, args.vllm_version, args.acceptance, args.json)
         if args.command == "history":
             return history_command(args.host, args.variant, args.results_dir)
         if args.command == "report":

@@ -6,6 +6,8 @@ Notation (all from the hardware and model profiles; README.md has the full deriv
             x host efficiency (VLLM_SIM_EFFICIENCY) x MoE-backend factor          [bytes/s]
 * ``b``   = weight_bits / 8                                                         [bytes/param]
 * dense bytes per pass  ``D = (active - unquant - routed_active) x 1e9 x b + unquant x 1e9 x 2``
+  (a profile written from the model's files, ``decode_bytes_per_token``: ``D`` = its dense bytes +
+  one embedding row + lm_head, and an expert slot = its routed bytes / experts per token)
 * routed experts touched by ``t`` tokens in one pass (per MoE layer), for ``E`` experts with
   ``a`` per token:  ``X(t) = E x (1 - (1 - a/E)^t)``; bytes ``X(t) x expert_params x b x moe_layers``.
   Tokens of one sequence inside a speculative verify pass share routing: a sequence verifying
@@ -155,6 +157,10 @@ class PacingModel:
         if moe and m.get("checkpoint_format") is None:
             self.dense_bytes = (float(m["active_params_b"]) - routed_active) * 1e9 * 2.0
         self.expert_bytes_slot = (moe["expert_params_m"] * 1e6 * moe["moe_layers"] * (self.b if m.get("checkpoint_format") else 2.0)) if moe else 0.0
+        files = m.get("decode_bytes_per_token")
+        if files:  # a profile written from the model's files: the bytes its headers give, as read
+            self.dense_bytes = float(files["dense"] + files["embedding_row"] + files["lm_head"])
+            self.expert_bytes_slot = float(files["routed_experts"]) / float(moe["experts_per_token"]) if moe else 0.0
         self.state_bytes = 2.0 * recurrent_state_bytes(m.get("linear_attention"))
         att = m.get("attention") or {}
         kvb = KV_DTYPE_BYTES.get(self.kv_cache_dtype, 2)

@@ -1,0 +1,93 @@
+"""A unit's calibration: how fast it measured against what the twin said, from its history.
+
+For every complete result of the unit in the history index (``sparkbench.history``) whose pace is
+the unit's own (a simulator run with a rate override or a compressed clock is not), the ratio
+measured single-stream median / the twin's single-stream rate for that result's model, flags,
+vLLM version and hardware, at the bandwidth the unit's probe read then. The unit's factor is the
+median ratio; its spread the largest distance of a ratio from it.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .. import history
+from .config import PredictInputError, TwinConfig, build_twin, decode_rate
+
+#: simulator knobs that set the pace outright (the run says nothing of the unit's speed)
+PACE_OVERRIDES = ("VLLM_SIM_RATE", "VLLM_SIM_SPEEDUP")
+
+
+def probe_gbps(doc: Mapping[str, Any]) -> float | None:
+    """The bandwidth probe's reading in a result (``protocol.bandwidth``), GB/s, or None."""
+    bw = (doc.get("protocol") or {}).get("bandwidth") or {}
+    value = bw.get("gbps") if isinstance(bw, Mapping) else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def bandwidth_scale(gbps: float | None, hardware: Mapping[str, Any], method: str | None = None) -> float:
+    """A probe's reading against what a sound unit of this hardware reads with the same method
+    (the hardware profile's ``probe_reference_gbps``); 1 without a reading or a reference."""
+    refs = hardware.get("probe_reference_gbps") or {}
+    ref = refs.get(method or "") or refs.get("default") if isinstance(refs, Mapping) else None
+    return float(gbps) / float(ref) if gbps and ref else 1.0
+
+
+def _skip_reason(doc: Mapping[str, Any]) -> str | None:
+    if doc.get("status") != "complete":
+        return f"status {doc.get('status')}"
+    env = {**((doc.get("variant") or {}).get("env") or {}), **((doc.get("launch") or {}).get("env") or {})}
+    forced = [k for k in PACE_OVERRIDES if k in env]
+    if forced:
+        return f"simulator pace set by {', '.join(forced)}"
+    if not ((doc.get("profile") or {}).get("model") and (doc.get("profile") or {}).get("hardware")):
+        return "no model or hardware profile in the result"
+    return None
+
+
+def ratio(doc: Mapping[str, Any]) -> float | None:
+    """measured single-stream median / the twin's rate for this result (None: not comparable)."""
+    measured = ((doc.get("single") or {}).get("decode_tok_s_median"))
+    if _skip_reason(doc) or not isinstance(measured, (int, float)) or measured <= 0:
+        return None
+    prof = doc["profile"]
+    bw = (doc.get("protocol") or {}).get("bandwidth") or {}
+    scale = bandwidth_scale(probe_gbps(doc), prof["hardware"], bw.get("method") if isinstance(bw, Mapping) else None)
+    try:
+        twin = build_twin(prof["model"], prof["hardware"], TwinConfig.from_args((doc.get("variant") or {}).get("args")),
+                          str((doc.get("server") or {}).get("version") or "0.25.0"), scale)
+    except (PredictInputError, KeyError, TypeError, ValueError):
+        return None
+    return float(measured) / decode_rate(twin)
+
+
+def calibration_rows(results_dir: str | Path, host: str) -> list[dict[str, Any]]:
+    """The host's comparable results, oldest first: run, variant, model, measured, ratio."""
+    out = []
+    for row in history.rows(results_dir, host=host, persist=False):
+        if row["status"] != "complete":
+            continue
+        try:
+            doc = json.loads(Path(row["path"]).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        r = ratio(doc)
+        if r is not None:
+            out.append({"run_id": row["run_id"], "variant": row["variant"], "model": (doc.get("variant") or {}).get("model"),
+                        "measured": row["single_median"], "ratio": r, "bandwidth_gbps": probe_gbps(doc),
+                        "simulated": bool(doc.get("simulated"))})
+    return out
+
+
+def calibrate(rows: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """{factor, spread, n, models} from calibration rows (None when there are none)."""
+    ratios = [float(r["ratio"]) for r in rows]
+    if not ratios:
+        return None
+    factor = statistics.median(ratios)
+    return {"factor": factor, "spread": max(abs(x / factor - 1.0) for x in ratios), "n": len(ratios),
+            "models": sorted({str(r["model"]) for r in rows if r.get("model")}),
+            "simulated": all(r.get("simulated") for r in rows)}

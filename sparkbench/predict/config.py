@@ -1,0 +1,96 @@
+"""A variant's vLLM flags as the twin's inputs, and the twin built from them."""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..launch import normalize_args
+from ..twin.pacing import PacingModel
+
+
+class PredictInputError(ValueError):
+    """Bad input to a prediction: the message names the field and the fix."""
+
+
+def _spec_k(value: Any) -> int:
+    """``--speculative-config`` (a mapping or its JSON text) → num_speculative_tokens (0: none)."""
+    if value in (None, "", {}):
+        return 0
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise PredictInputError(f"speculative-config is not JSON ({exc}); write e.g. "
+                                    '{"method": "mtp", "num_speculative_tokens": 3}') from exc
+    if not isinstance(value, Mapping):
+        raise PredictInputError("speculative-config must be a mapping such as "
+                                '{"method": "mtp", "num_speculative_tokens": 3}')
+    return int(value.get("num_speculative_tokens") or 0)
+
+
+def _as_mapping(args: Any) -> Mapping[str, Any]:
+    """Flags as a mapping; an argv list (``["--kv-cache-dtype", "fp8", "--enforce-eager"]``) too."""
+    if not isinstance(args, (list, tuple)):
+        return args or {}
+    out: dict[str, Any] = {}
+    items = [str(a) for a in args]
+    for i, item in enumerate(items):
+        if item.startswith("--"):
+            nxt = items[i + 1] if i + 1 < len(items) else None
+            out[item[2:]] = nxt if nxt is not None and not nxt.startswith("--") else True
+    return out
+
+
+@dataclass(frozen=True)
+class TwinConfig:
+    """What of a variant's flags the twin reads (defaults: vLLM's)."""
+
+    kv_cache_dtype: str = "auto"
+    spec_k: int = 0
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    moe_backend: str = "auto"
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    gpu_memory_utilization: float = 0.9
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any] | None) -> TwinConfig:
+        a = normalize_args(_as_mapping(args))
+        try:
+            return cls(kv_cache_dtype=str(a.get("kv-cache-dtype") or "auto"),
+                       spec_k=_spec_k(a.get("speculative-config")),
+                       tensor_parallel_size=int(a.get("tensor-parallel-size") or 1),
+                       pipeline_parallel_size=int(a.get("pipeline-parallel-size") or 1),
+                       moe_backend=str(a.get("moe-backend") or "auto"),
+                       max_model_len=int(a["max-model-len"]) if a.get("max-model-len") else None,
+                       max_num_seqs=int(a["max-num-seqs"]) if a.get("max-num-seqs") else None,
+                       gpu_memory_utilization=float(a.get("gpu-memory-utilization") or 0.9))
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, PredictInputError):
+                raise
+            raise PredictInputError(f"a flag in the args is not a number where vLLM wants one ({exc}); "
+                                    "write e.g. {\"max-model-len\": 65536, \"tensor-parallel-size\": 2}") from exc
+
+
+def build_twin(model: Mapping[str, Any], hardware: Mapping[str, Any], config: TwinConfig,
+               version: str = "0.25.0", bandwidth_scale: float = 1.0) -> PacingModel:
+    """The twin for one model on one hardware profile; ``bandwidth_scale`` multiplies the data-sheet
+    bandwidth (a unit's probe against the hardware's reference reading)."""
+    if not hardware.get("engine") or not hardware.get("memory_bandwidth_gbps"):
+        raise PredictInputError(f"hardware profile {hardware.get('name')!r} has no engine model (no bandwidth or "
+                                "engine block): predictions are made for a Spark (--hardware dgx-spark)")
+    bw = float(hardware["memory_bandwidth_gbps"]) * bandwidth_scale
+    return PacingModel(dict(hardware), dict(model), version=version, kv_cache_dtype=config.kv_cache_dtype,
+                       moe_backend=config.moe_backend, bandwidth_gbps=bw, spec_k=config.spec_k,
+                       tensor_parallel_size=config.tensor_parallel_size,
+                       pipeline_parallel_size=config.pipeline_parallel_size)
+
+
+def decode_rate(twin: PacingModel, parallel: int = 1, context_tokens: float = 0.0,
+                acceptance: list[float] | None = None) -> float:
+    """The twin's per-stream decode tok/s at ``parallel`` streams (its spec_k and the model's
+    acceptance per position, unless ``acceptance`` is given)."""
+    return twin.expected_rate(parallel, acceptance=acceptance, context_tokens=context_tokens)

@@ -1,0 +1,57 @@
+"""One prediction: the twin's rates for a model and flags on a unit, scaled by the unit's probed
+bandwidth and calibration, each with its interval, and the memory check."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from .config import TwinConfig, build_twin, decode_rate
+from .memory import memory_fit
+from .published import MIN_INTERVAL, shipped_interval
+
+PARALLEL = (2, 4, 8)
+MTP_K = (2, 3)
+
+
+def half_width(fit_rows: list[dict[str, Any]], calibration: Mapping[str, Any] | None, model_id: str,
+               parallel: int) -> tuple[float, str]:
+    """The interval's relative half-width and what it comes from."""
+    shipped = shipped_interval(fit_rows, parallel)
+    if not calibration:
+        return shipped, f"the shipped fit (largest held-out error {shipped * 100:.1f} %)"
+    spread = max(float(calibration["spread"]), MIN_INTERVAL)
+    if model_id in calibration["models"]:
+        return spread, f"the unit's {calibration['n']} measured result(s) of this model (spread {spread * 100:.1f} %)"
+    return (max(spread, shipped),
+            f"the unit's {calibration['n']} measured result(s) of other models and the shipped fit's held-out error")
+
+
+def _band(value: float, half: float) -> dict[str, float]:
+    return {"tok_s": value, "lo": value * (1.0 - half), "hi": value * (1.0 + half)}
+
+
+def predict(model: Mapping[str, Any], hardware: Mapping[str, Any], config: TwinConfig, fit_rows: list[dict[str, Any]],
+            version: str = "0.25.0", bandwidth_scale: float = 1.0, calibration: Mapping[str, Any] | None = None,
+            acceptance: list[float] | None = None) -> dict[str, Any]:
+    """The prediction document ``sparkbench predict`` prints (``--json`` writes it as is)."""
+    factor = float(calibration["factor"]) if calibration else 1.0
+    twin = build_twin(model, hardware, config, version, bandwidth_scale)
+    acc = acceptance if acceptance is not None else list((model.get("mtp") or {}).get("acceptance") or [])
+    model_id = str(model.get("id"))
+
+    def rate(parallel: int, k: int | None = None) -> dict[str, float]:
+        t = twin if k is None else build_twin(model, hardware, replace(config, spec_k=k), version, bandwidth_scale)
+        half, _ = half_width(fit_rows, calibration, model_id, parallel)
+        return _band(decode_rate(t, parallel, acceptance=acc or None) * factor, half)
+
+    _, basis = half_width(fit_rows, calibration, model_id, 1)
+    mtp = []
+    if config.spec_k == 0 and (model.get("mtp") or {}).get("supported") and acc:
+        mtp = [{"k": k, "acceptance": acc[:k], **rate(1, k)} for k in MTP_K if k <= len(acc)]
+    return {"model": model_id, "hardware": hardware.get("name"), "vllm_version": version,
+            "config": config.__dict__, "single": rate(1), "parallel": {str(n): rate(n) for n in PARALLEL},
+            "mtp": mtp, "acceptance": acc[:config.spec_k] if config.spec_k else None,
+            "bandwidth_scale": bandwidth_scale, "calibration": dict(calibration) if calibration else None,
+            "interval_basis": basis, "memory": memory_fit(model, hardware, config, twin),
+            "bytes_per_token": twin.dense_bytes + twin.expert_bytes_slot * twin.experts_touched(1)}
