@@ -20,7 +20,8 @@ Columns of ``results``: run_id, time (the result's ``started_at``, else the run 
 variant, config_hash, status, single_median (tok/s), n (valid single-stream requests),
 clock_under_load_mhz, clock_max_mhz, power_w, temperature_c, driver, kernel, image_id,
 image_digest, vllm_version, model_revision, simulated (0/1), health (healthy/slow/failed or
-NULL), path (the JSON file).
+NULL), predicted_single (the twin's single-stream tok/s for the result, sparkbench.predict; NULL
+when not comparable), prediction_error (predicted / measured - 1), path (the JSON file).
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ from typing import Any
 
 from .paths import DEFAULT_RESULTS_DIR
 
-SCHEMA = "1"
+SCHEMA = "2"
 INDEX_NAME = "index.sqlite"
 COLUMNS = ("run_id", "time", "host", "variant", "config_hash", "status", "single_median", "n",
            "clock_under_load_mhz", "clock_max_mhz", "power_w", "temperature_c", "driver", "kernel", "image_id",
-           "image_digest", "vllm_version", "model_revision", "simulated", "health", "path")
+           "image_digest", "vllm_version", "model_revision", "simulated", "health", "predicted_single",
+           "prediction_error", "path")
 
 
 def index_path(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> Path:
@@ -101,6 +103,7 @@ def _num(value: Any) -> float | None:
 
 def _row(run_id: str, path: Path, doc: dict, health: dict[str, str]) -> dict[str, Any]:
     from . import verdict as verdict_mod
+    from .predict.calibration import twin_single
 
     def dig(*keys: str) -> Any:
         d: Any = doc
@@ -111,11 +114,13 @@ def _row(run_id: str, path: Path, doc: dict, health: dict[str, str]) -> dict[str
     variant = dig("variant", "name") or path.stem
     host = str(doc.get("host") or path.parent.name)
     power = _num(dig("telemetry", "phases", "single", "power_w", "mean"))
+    measured = _num(dig("single", "decode_tok_s_median"))
+    predicted = twin_single(doc) if doc.get("status") == "complete" else None
     temp = _num(dig("telemetry", "phases", "single", "temperature_c", "max"))
     return {
         "run_id": run_id, "time": str(doc.get("started_at") or run_id), "host": host, "variant": str(variant),
         "config_hash": doc.get("config_hash"), "status": doc.get("status"),
-        "single_median": _num(dig("single", "decode_tok_s_median")),
+        "single_median": measured,
         "n": len(verdict_mod.samples(doc, "single")) if doc.get("status") == "complete" else 0,
         "clock_under_load_mhz": _num(dig("protocol", "clock", "under_load_mhz")),
         "clock_max_mhz": _num(dig("protocol", "clock", "max_mhz")),
@@ -124,7 +129,9 @@ def _row(run_id: str, path: Path, doc: dict, health: dict[str, str]) -> dict[str
         "driver": dig("manifest", "driver"), "kernel": dig("manifest", "kernel"),
         "image_id": dig("manifest", "image_id"), "image_digest": dig("manifest", "image_digest"),
         "vllm_version": dig("manifest", "vllm_version"), "model_revision": dig("manifest", "model_revision"),
-        "simulated": 1 if doc.get("simulated") else 0, "health": health.get(host), "path": str(path),
+        "simulated": 1 if doc.get("simulated") else 0, "health": health.get(host),
+        "predicted_single": predicted, "prediction_error": (predicted / measured - 1.0) if predicted and measured else None,
+        "path": str(path),
     }
 
 

@@ -151,3 +151,14 @@ def test_predict_answers_for_a_model_folder_with_no_profile_and_bad_input_exits_
     assert "--hardware no-such-unit-kind: no profile" in capsys.readouterr().err
     assert predict_command(N35, "x86-cpu", None, None) == 4
     assert "no engine model" in capsys.readouterr().err
+
+
+def test_the_history_index_keeps_each_results_prediction_error(tmp_path):
+    from sparkbench import history
+
+    twin35 = decode_rate(build_twin(profile(N35), HW, TwinConfig(kv_cache_dtype="fp8")))
+    _result(tmp_path, "r1", "spark-sim03", "nvidia-bare", N35, 0.8 * twin35)
+    _result(tmp_path, "r2", "spark-sim03", "nvidia-bare", N35, twin35, env={"VLLM_SIM_SPEEDUP": "4"})
+    first, forced = history.rows(tmp_path, "spark-sim03")
+    assert first["predicted_single"] == pytest.approx(twin35) and first["prediction_error"] == pytest.approx(0.25)
+    assert forced["predicted_single"] is None and forced["prediction_error"] is None

@@ -48,10 +48,10 @@ def _skip_reason(doc: Mapping[str, Any]) -> str | None:
     return None
 
 
-def ratio(doc: Mapping[str, Any]) -> float | None:
-    """measured single-stream median / the twin's rate for this result (None: not comparable)."""
-    measured = ((doc.get("single") or {}).get("decode_tok_s_median"))
-    if _skip_reason(doc) or not isinstance(measured, (int, float)) or measured <= 0:
+def twin_single(doc: Mapping[str, Any]) -> float | None:
+    """The twin's single-stream tok/s for a result (its model, flags, vLLM version and hardware, at
+    the bandwidth its probe read), without a unit's calibration; None when not comparable."""
+    if _skip_reason(doc):
         return None
     prof = doc["profile"]
     bw = (doc.get("protocol") or {}).get("bandwidth") or {}
@@ -59,9 +59,18 @@ def ratio(doc: Mapping[str, Any]) -> float | None:
     try:
         twin = build_twin(prof["model"], prof["hardware"], TwinConfig.from_args((doc.get("variant") or {}).get("args")),
                           str((doc.get("server") or {}).get("version") or "0.25.0"), scale)
-    except (PredictInputError, KeyError, TypeError, ValueError):
+        return decode_rate(twin)
+    except (PredictInputError, KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
-    return float(measured) / decode_rate(twin)
+
+
+def ratio(doc: Mapping[str, Any]) -> float | None:
+    """measured single-stream median / the twin's rate for this result (None: not comparable)."""
+    measured = (doc.get("single") or {}).get("decode_tok_s_median")
+    predicted = twin_single(doc)
+    if predicted is None or not isinstance(measured, (int, float)) or measured <= 0:
+        return None
+    return float(measured) / predicted
 
 
 def calibration_rows(results_dir: str | Path, host: str) -> list[dict[str, Any]]:
@@ -78,6 +87,7 @@ def calibration_rows(results_dir: str | Path, host: str) -> list[dict[str, Any]]
         if r is not None:
             out.append({"run_id": row["run_id"], "variant": row["variant"], "model": (doc.get("variant") or {}).get("model"),
                         "measured": row["single_median"], "ratio": r, "bandwidth_gbps": probe_gbps(doc),
+                        "bandwidth_method": ((doc.get("protocol") or {}).get("bandwidth") or {}).get("method"),
                         "simulated": bool(doc.get("simulated"))})
     return out
 

@@ -112,8 +112,8 @@ def predict_command(model: str, hardware: str | None, host: str | None, args_jso
         profile, source = load_model(model, profiles)
         rows = calibration_rows(results_dir or DEFAULT_RESULTS_DIR, host) if host else []
         hw = load_hardware(hardware or "dgx-spark", profiles)
-        probes = [r["bandwidth_gbps"] for r in rows if r.get("bandwidth_gbps")]
-        scale = bandwidth_scale(probes[-1], hw) if probes else 1.0
+        probes = [r for r in rows if r.get("bandwidth_gbps")]
+        scale = bandwidth_scale(probes[-1]["bandwidth_gbps"], hw, probes[-1]["bandwidth_method"]) if probes else 1.0
         acc = [float(x) for x in acceptance.split(",")] if acceptance else None
         doc = predict(profile, hw, config, fit_rows(profiles), version, scale, calibrate(rows), acc)
     except (PredictInputError, ValueError) as exc:

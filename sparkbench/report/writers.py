@@ -31,7 +31,7 @@ CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status"
 #: ``in_doc``); ``terminal_table``, made from all of these, comes last.
 DOC_KEYS = ("run_id", "generated_at", "simulated", "backends", "load_errors", "summary", "answer",
             "rows", "quality", "image", "telemetry", "failures", "protocol", "hosts_without_results",
-            "head_to_head", "config_compare", "fleet", "run_compare", "baseline_run_id", "drift", "manifest", "charts", "tables",
+            "head_to_head", "config_compare", "fleet", "prediction", "run_compare", "baseline_run_id", "drift", "manifest", "charts", "tables",
             "serving", "goodput_verdicts", "prefix_caching", "multi_turn", "tool_calls", "cluster_vs_unit",
             "clusters")
 
