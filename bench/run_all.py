@@ -40,6 +40,7 @@ BENCHMARKS: list[tuple[str, str, int]] = [
     ("pair", "pair", 9),
     ("serving", "serving", 10),
     ("compile_cache", "compile_cache", 11),
+    ("prediction", "prediction", 13),
 ]
 # Written outside make bench, included when present: gpu_real by bench/gpu_bench.py (a GPU machine),
 # first_half_hour by hand from timed fresh-clone runs of make demo and .ci/run (its text says how).
@@ -70,6 +71,7 @@ their spread, and goals are judged on medians.
 | 10 | [Arrival schedule and goodput](#10-arrival-schedule-and-goodput) — measure.py's rate phase against the simulator's arrival stamps and SLO truth, beside `vllm bench serve --goodput` on the same simulator | schedule error p99 < 1 ms at the rates served, goodput within 1 % of truth |
 | 11 | [Compile cache](#11-compile-cache) — real vLLM (CPU) time to ready with an empty compile cache against a relaunch with the cache the first start left, mounted as bench.yml mounts it | the relaunch compiles no kernel anew |
 | 12 | [First half hour](#12-first-half-hour) — a new user's `make demo` (first table, whole demo) and `.ci/run` on fresh clones of this machine size (outside `make bench`) | first table ≤ 5 min with images built (≤ 10 from a bare machine), demo ≤ 10 min after setup, pytest ≤ 12 min and `.ci/run` ≤ 20 min with images built |
+| 13 | [Prediction](#13-prediction) — the twin (`sparkbench predict`) against published Spark figures, fitted and held out, and against measured runs (real vLLM on the CPU, the bandwidth probe on a real GPU) | fitted rows within 4 %; held-out errors stated |
 
 """
 
@@ -95,7 +97,7 @@ TITLES = {"fidelity": "Fidelity", "capacity": "Client capacity",
           "gpu_real": "Real GPU", "real_fidelity": "Real vLLM fidelity",
           "health": "Fleet health false alarms", "verdict": "Verdict accuracy", "pair": "Two Sparks",
           "serving": "Arrival schedule and goodput", "compile_cache": "Compile cache",
-          "first_half_hour": "First half hour"}
+          "first_half_hour": "First half hour", "prediction": "Prediction"}
 
 
 def assemble(out: Path, results: Path = RESULTS) -> str:

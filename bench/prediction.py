@@ -1,0 +1,66 @@
+"""Table 13: the twin's predictions against published and measured figures.
+
+Rows: every published figure in ``sparkbench/data/published_figures.json`` (fitted: a fit used
+it; held-out: none did) with the twin's prediction (``sparkbench.predict``) and its error; then,
+where present, the measured rows kept in ``bench/results/prediction_measured.json`` (written by
+hand runs outside ``make bench``: real vLLM on the CPU calibrated on one configuration and
+predicting another, the bandwidth probe on a real GPU) with their errors.
+
+Error = predicted / reference − 1. The shipped interval ``sparkbench predict`` prints without a
+unit's history is the largest held-out error (one stream and several streams apart).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+from common import REPO, RESULTS, Section
+
+sys.path.insert(0, str(REPO))
+from sparkbench.predict.published import fit_rows, shipped_interval  # noqa: E402
+
+MEASURED = RESULTS / "prediction_measured.json"
+
+
+def _published_table(rows: list[dict]) -> str:
+    lines = ["| figure | role | published tok/s | predicted tok/s | error | source |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['what']} | {r['role']} | {r['tok_s']:.2f} | {r['predicted']:.2f} | "
+                     f"{r['error'] * 100:+.1f} % | {r['source']} |")
+    return "\n".join(lines)
+
+
+def _measured_table(doc: dict) -> str:
+    lines = [f"Measured outside `make bench` ({doc.get('how', 'see each row')}):", "",
+             "| what | role | reference | predicted | error | note |", "|---|---|---|---|---|---|"]
+    for r in doc.get("rows", []):
+        err = (f"{(r['predicted'] / r['reference'] - 1) * 100:+.1f} %" if r.get("predicted") and r.get("reference")
+               else "–")
+        lines.append(f"| {r['what']} | {r['role']} | {r.get('reference', '–')} {r.get('unit', '')} | "
+                     f"{r.get('predicted', '–')} {r.get('unit', '') if r.get('predicted') else ''} | {err} | "
+                     f"{r.get('note', '')} |")
+    return "\n".join(lines)
+
+
+def run(quick: bool = False) -> Section:
+    rows = fit_rows()
+    fitted = [abs(r["error"]) for r in rows if r["role"] == "fitted"]
+    held = [abs(r["error"]) for r in rows if r["role"] == "held-out"]
+    body = [
+        "**How:** `bench/prediction.py`: the twin (`sparkbench/twin/pacing.py`, the simulator's engine model) "
+        "for each published figure's model, flags, vLLM version and concurrency on the `dgx-spark` profile, "
+        "no unit calibration; error = predicted / published − 1. No server runs: the figures are the twin's "
+        "arithmetic, so they do not depend on this machine's load.", "",
+        _published_table(rows), "",
+        f"Fitted rows: median |error| {statistics.median(fitted) * 100:.1f} %, largest {max(fitted) * 100:.1f} %. "
+        f"Held-out rows: median |error| {statistics.median(held) * 100:.1f} %, largest {max(held) * 100:.1f} % — "
+        f"the shipped interval `sparkbench predict` prints without history: ±{shipped_interval(rows, 1) * 100:.1f} % "
+        f"at one stream, ±{shipped_interval(rows, 8) * 100:.1f} % at several.",
+    ]
+    if MEASURED.exists():
+        body += ["", _measured_table(json.loads(MEASURED.read_text(encoding="utf-8")))]
+    goal = max(fitted) < 0.04
+    body += ["", f"**Goal** (fitted rows within 4 %, held-out errors stated): {'met' if goal else 'NOT met'}."]
+    return Section("prediction", "Prediction", "\n".join(body), goal_met=goal,
+                   data={"rows": rows, "shipped_single": shipped_interval(rows, 1)})
