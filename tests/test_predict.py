@@ -150,7 +150,7 @@ def test_predict_answers_for_a_model_folder_with_no_profile_and_bad_input_exits_
     assert predict_command(N35, "no-such-unit-kind", None, None) == 4
     assert "--hardware no-such-unit-kind: no profile" in capsys.readouterr().err
     assert predict_command(N35, "x86-cpu", None, None) == 4
-    assert "no engine model" in capsys.readouterr().err
+    assert "--hardware x86-cpu: its per-layer cost is fitted on a unit; pass --host" in capsys.readouterr().err
 
 
 def test_the_history_index_keeps_each_results_prediction_error(tmp_path):
@@ -162,3 +162,35 @@ def test_the_history_index_keeps_each_results_prediction_error(tmp_path):
     first, forced = history.rows(tmp_path, "spark-sim03")
     assert first["predicted_single"] == pytest.approx(twin35) and first["prediction_error"] == pytest.approx(0.25)
     assert forced["predicted_single"] is None and forced["prediction_error"] is None
+
+
+def test_a_cpu_units_per_layer_cost_is_fitted_on_one_configuration_and_predicts_another(tmp_path, capsys):
+    cpu = json.loads(hardware_profile_path("x86-cpu").read_text())
+    tiny = profile("sparkbench/tiny-llama")
+    bf16, fp32 = TwinConfig(dtype="bfloat16"), TwinConfig(dtype="float32")
+    launch = cal.fit_launch_us(tiny, cpu, bf16, 60.0, 10.0)
+    fitted = build_twin(tiny, cpu, bf16, bandwidth_gbps=10.0, layer_launch_us=launch)
+    assert decode_rate(fitted) == pytest.approx(60.0)
+    # float32 reads twice the weight bytes: the twin's time grows by exactly the bytes' time
+    wider = build_twin(tiny, cpu, fp32, bandwidth_gbps=10.0, layer_launch_us=launch)
+    bytes_s = 1 / decode_rate(fitted) - tiny["layers"] * launch * 1e-6
+    assert 1 / decode_rate(wider) == pytest.approx(1 / 60.0 + bytes_s, rel=1e-6)
+    with pytest.raises(PredictInputError, match="faster than the probed"):
+        cal.fit_launch_us(tiny, cpu, bf16, 1e6, 10.0)
+    # through the command: the host's newest tiny result with a probe fits it; the first line is the prediction
+    for run, variant, args in (("r1", "tiny-bf16", {"dtype": "bfloat16"}), ("r1", "tiny-fp32", {"dtype": "float32"})):
+        path = tmp_path / run / "rv-cpu01" / f"{variant}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({
+            "status": "complete", "simulated": False, "host": "rv-cpu01", "started_at": f"2026-12-03T10:0{len(variant)}:00Z",
+            "variant": {"name": variant, "model": "sparkbench/tiny-llama", "args": args}, "server": {"version": "0.32.0"},
+            "profile": {"hardware": cpu, "model": tiny},
+            "single": {"decode_tok_s_median": 60.0, "decode_tok_s_min": 57.0, "decode_tok_s_max": 63.0},
+            "protocol": {"bandwidth": {"gbps": 10.0, "method": "torch-cpu-stream-read", "when": "2026-12-03T10:00:00Z"}}}))
+    assert predict_command("sparkbench/tiny-llama", "x86-cpu", "rv-cpu01", '{"dtype": "float32"}', str(tmp_path),
+                           fit_variant="tiny-bf16") == 0
+    out = capsys.readouterr().out
+    m = FIRST_LINE.match(out.splitlines()[0])
+    assert m and float(m[1]) == pytest.approx(decode_rate(wider), abs=0.05), out
+    assert float(m[3]) / float(m[1]) - 1 == pytest.approx(0.05, abs=0.002)   # the fitted result's spread: 3 / 60
+    assert "fitted on rv-cpu01: tiny-bf16 (run r1) measured 60.0 tok/s at 10.0 GB/s probed" in out

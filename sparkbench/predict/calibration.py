@@ -101,3 +101,43 @@ def calibrate(rows: list[Mapping[str, Any]]) -> dict[str, Any] | None:
     return {"factor": factor, "spread": max(abs(x / factor - 1.0) for x in ratios), "n": len(ratios),
             "models": sorted({str(r["model"]) for r in rows if r.get("model")}),
             "simulated": all(r.get("simulated") for r in rows)}
+
+
+def fit_launch_us(model: Mapping[str, Any], hardware: Mapping[str, Any], config: TwinConfig, measured: float,
+                  bandwidth_gbps: float, version: str = "0.25.0") -> float:
+    """The per-layer cost (µs) that makes the twin decode ``measured`` tok/s for one bare stream at
+    ``bandwidth_gbps``: (1 / measured − the bytes' time) / layers. For a unit whose engine has no
+    shipped per-layer cost (a CPU host, where per-step overhead dominates): fitted on one
+    configuration, then held against the others."""
+    if config.spec_k:
+        raise PredictInputError("the per-layer cost is fitted on a bare (no speculative decoding) result")
+    bytes_only = build_twin(model, hardware, config, version, bandwidth_gbps=bandwidth_gbps, layer_launch_us=0.0)
+    overhead = 1.0 / measured - 1.0 / decode_rate(bytes_only)
+    if overhead <= 0:
+        raise PredictInputError(f"{measured:.1f} tok/s is faster than the probed {bandwidth_gbps:.1f} GB/s allows for "
+                                "this model: the probe or the measured figure is wrong")
+    return overhead / float(model["layers"]) * 1e6
+
+
+def launch_fit(results_dir: str | Path, host: str, model_id: str, hardware: Mapping[str, Any],
+               variant: str | None = None) -> dict[str, Any]:
+    """{variant, run_id, measured, bandwidth_gbps, spread, layer_launch_us}: the per-layer cost fitted on
+    the host's newest complete result of ``model_id`` (or of ``variant``) with a bandwidth probe."""
+    for row in reversed(history.rows(results_dir, host=host, persist=False)):
+        if row["status"] != "complete" or (variant and row["variant"] != variant) or not row["single_median"]:
+            continue
+        doc = json.loads(Path(row["path"]).read_text(encoding="utf-8"))
+        gbps = probe_gbps(doc)
+        if (doc.get("variant") or {}).get("model") != model_id or not gbps:
+            continue
+        config = TwinConfig.from_args((doc.get("variant") or {}).get("args"))
+        single = doc.get("single") or {}
+        lo, hi = single.get("decode_tok_s_min"), single.get("decode_tok_s_max")
+        spread = (float(hi) - float(lo)) / 2.0 / float(row["single_median"]) if lo and hi else 0.0
+        return {"variant": row["variant"], "run_id": row["run_id"], "measured": float(row["single_median"]),
+                "bandwidth_gbps": gbps, "config": config, "spread": max(spread, 0.01),
+                "layer_launch_us": fit_launch_us((doc.get("profile") or {}).get("model") or {}, hardware, config,
+                                                 float(row["single_median"]), gbps)}
+    raise PredictInputError(f"--host {host}: no complete result of {model_id}{' (' + variant + ')' if variant else ''} "
+                            "with a bandwidth probe in the history to fit the per-layer cost on; run bench.yml "
+                            "on the host first")

@@ -14,7 +14,7 @@ from ..modelfiles.hub import read_hub
 from ..modelfiles.profile import build_profile
 from ..modelfiles.sources import ModelFilesError, read_folder
 from ..paths import DEFAULT_RESULTS_DIR, PROFILES_DIR, hardware_profile_path, model_profile_path
-from .calibration import bandwidth_scale, calibrate, calibration_rows
+from .calibration import bandwidth_scale, calibrate, calibration_rows, launch_fit
 from .config import PredictInputError, TwinConfig
 from .estimate import predict
 from .published import fit_rows
@@ -93,7 +93,11 @@ def render(doc: dict[str, Any], host: str | None) -> list[str]:
                      f"{', per unit of ' + str(mem['units']) if mem['units'] > 1 else ''}){cap}")
     cal = doc["calibration"]
     lines.append(f"  interval from {doc['interval_basis']}")
-    if cal:
+    fit = doc.get("launch_fit")
+    if fit:
+        lines.append(f"  fitted on {host}: {fit['variant']} (run {fit['run_id']}) measured {fit['measured']:.1f} tok/s at "
+                     f"{fit['bandwidth_gbps']:.1f} GB/s probed: per-layer cost {fit['layer_launch_us']:.0f} us")
+    elif cal:
         lines.append(f"  calibrated on {host}: x{cal['factor']:.3f} the twin's rate (median of {cal['n']} result(s)"
                      f"{', simulated' if cal['simulated'] else ''})")
     else:
@@ -105,7 +109,7 @@ def render(doc: dict[str, Any], host: str | None) -> list[str]:
 
 def predict_command(model: str, hardware: str | None, host: str | None, args_json: str | None,
                     results_dir: str | None = None, profiles_dir: str | None = None, version: str = "0.25.0",
-                    acceptance: str | None = None, as_json: bool = False) -> int:
+                    acceptance: str | None = None, as_json: bool = False, fit_variant: str | None = None) -> int:
     profiles = Path(profiles_dir) if profiles_dir else PROFILES_DIR
     try:
         config = TwinConfig.from_args(parse_args_json(args_json))
@@ -115,7 +119,14 @@ def predict_command(model: str, hardware: str | None, host: str | None, args_jso
         probes = [r for r in rows if r.get("bandwidth_gbps")]
         scale = bandwidth_scale(probes[-1]["bandwidth_gbps"], hw, probes[-1]["bandwidth_method"]) if probes else 1.0
         acc = [float(x) for x in acceptance.split(",")] if acceptance else None
-        doc = predict(profile, hw, config, fit_rows(profiles), version, scale, calibrate(rows), acc)
+        launch = None
+        if (hw.get("engine") or {}).get("layer_launch_us", 0.0) is None:  # fitted on the unit (a CPU host)
+            if not host:
+                raise PredictInputError(f"--hardware {hw.get('name')}: its per-layer cost is fitted on a unit; pass "
+                                        "--host HOST with a measured result of the model there")
+            launch = launch_fit(results_dir or DEFAULT_RESULTS_DIR, host, str(profile.get("id")), hw, fit_variant)
+            rows, scale = [], 1.0
+        doc = predict(profile, hw, config, fit_rows(profiles), version, scale, calibrate(rows), acc, launch)
     except (PredictInputError, ValueError) as exc:
         print(f"sparkbench predict: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

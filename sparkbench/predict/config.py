@@ -9,6 +9,9 @@ from typing import Any
 from ..launch import normalize_args
 from ..twin.pacing import PacingModel
 
+#: bytes per weight of an unquantised model served with ``--dtype`` (auto: the checkpoint's bf16)
+DTYPE_BYTES = {"float32": 4.0, "float": 4.0, "bfloat16": 2.0, "float16": 2.0, "half": 2.0}
+
 
 class PredictInputError(ValueError):
     """Bad input to a prediction: the message names the field and the fix."""
@@ -55,6 +58,7 @@ class TwinConfig:
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     gpu_memory_utilization: float = 0.9
+    dtype: str = "auto"
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any] | None) -> TwinConfig:
@@ -67,7 +71,8 @@ class TwinConfig:
                        moe_backend=str(a.get("moe-backend") or "auto"),
                        max_model_len=int(a["max-model-len"]) if a.get("max-model-len") else None,
                        max_num_seqs=int(a["max-num-seqs"]) if a.get("max-num-seqs") else None,
-                       gpu_memory_utilization=float(a.get("gpu-memory-utilization") or 0.9))
+                       gpu_memory_utilization=float(a.get("gpu-memory-utilization") or 0.9),
+                       dtype=str(a.get("dtype") or "auto"))
         except (TypeError, ValueError) as exc:
             if isinstance(exc, PredictInputError):
                 raise
@@ -76,16 +81,31 @@ class TwinConfig:
 
 
 def build_twin(model: Mapping[str, Any], hardware: Mapping[str, Any], config: TwinConfig,
-               version: str = "0.25.0", bandwidth_scale: float = 1.0) -> PacingModel:
-    """The twin for one model on one hardware profile; ``bandwidth_scale`` multiplies the data-sheet
-    bandwidth (a unit's probe against the hardware's reference reading)."""
-    if not hardware.get("engine") or not hardware.get("memory_bandwidth_gbps"):
-        raise PredictInputError(f"hardware profile {hardware.get('name')!r} has no engine model (no bandwidth or "
-                                "engine block): predictions are made for a Spark (--hardware dgx-spark)")
-    bw = float(hardware["memory_bandwidth_gbps"]) * bandwidth_scale
-    return PacingModel(dict(hardware), dict(model), version=version, kv_cache_dtype=config.kv_cache_dtype,
-                       moe_backend=config.moe_backend, bandwidth_gbps=bw, spec_k=config.spec_k,
-                       tensor_parallel_size=config.tensor_parallel_size,
+               version: str = "0.25.0", bandwidth_scale: float = 1.0, bandwidth_gbps: float | None = None,
+               layer_launch_us: float | None = None) -> PacingModel:
+    """The twin for one model on one hardware profile. ``bandwidth_scale`` multiplies the data-sheet
+    bandwidth (a unit's probe against the hardware's reference reading); a hardware profile without
+    a data-sheet bandwidth (a CPU host) takes the unit's probed ``bandwidth_gbps`` instead, and an
+    engine whose ``layer_launch_us`` is fitted on the unit takes ``layer_launch_us``
+    (:func:`sparkbench.predict.calibration.fit_launch_us`)."""
+    engine = dict(hardware.get("engine") or {})
+    bw = float(hardware["memory_bandwidth_gbps"]) * bandwidth_scale if hardware.get("memory_bandwidth_gbps") \
+        else bandwidth_gbps
+    if not engine or not bw:
+        raise PredictInputError(f"hardware profile {hardware.get('name')!r} has no engine model or no bandwidth: "
+                                "predictions are made for a Spark (--hardware dgx-spark), or for a unit whose "
+                                "bandwidth probe and measured history give them (--host)")
+    if layer_launch_us is not None:
+        engine["layer_launch_us"] = layer_launch_us
+    if engine.get("layer_launch_us") is None:
+        raise PredictInputError(f"hardware profile {hardware.get('name')!r}: the per-layer cost is fitted on the "
+                                "unit; pass --host with a measured single-stream result of this hardware")
+    model = dict(model)
+    if config.dtype in DTYPE_BYTES and not model.get("checkpoint_format"):
+        model["unquantized_dtype_bytes"] = DTYPE_BYTES[config.dtype]
+    return PacingModel({**hardware, "engine": engine, "memory_bandwidth_gbps": bw}, model, version=version,
+                       kv_cache_dtype=config.kv_cache_dtype, moe_backend=config.moe_backend, bandwidth_gbps=bw,
+                       spec_k=config.spec_k, tensor_parallel_size=config.tensor_parallel_size,
                        pipeline_parallel_size=config.pipeline_parallel_size)
 
 

@@ -33,19 +33,29 @@ def _band(value: float, half: float) -> dict[str, float]:
 
 def predict(model: Mapping[str, Any], hardware: Mapping[str, Any], config: TwinConfig, fit_rows: list[dict[str, Any]],
             version: str = "0.25.0", bandwidth_scale: float = 1.0, calibration: Mapping[str, Any] | None = None,
-            acceptance: list[float] | None = None) -> dict[str, Any]:
-    """The prediction document ``sparkbench predict`` prints (``--json`` writes it as is)."""
+            acceptance: list[float] | None = None, launch: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The prediction document ``sparkbench predict`` prints (``--json`` writes it as is).
+    ``launch``: a per-layer cost fitted on the unit (:func:`sparkbench.predict.calibration.launch_fit`,
+    a CPU host): the twin runs at its probed bandwidth with that cost, and the interval is the fitted
+    result's own run-to-run spread."""
     factor = float(calibration["factor"]) if calibration else 1.0
-    twin = build_twin(model, hardware, config, version, bandwidth_scale)
+    unit = {"bandwidth_gbps": launch["bandwidth_gbps"], "layer_launch_us": launch["layer_launch_us"]} if launch else {}
+    twin = build_twin(model, hardware, config, version, bandwidth_scale, **unit)
     acc = acceptance if acceptance is not None else list((model.get("mtp") or {}).get("acceptance") or [])
     model_id = str(model.get("id"))
 
-    def rate(parallel: int, k: int | None = None) -> dict[str, float]:
-        t = twin if k is None else build_twin(model, hardware, replace(config, spec_k=k), version, bandwidth_scale)
-        half, _ = half_width(fit_rows, calibration, model_id, parallel)
-        return _band(decode_rate(t, parallel, acceptance=acc or None) * factor, half)
+    def interval(parallel: int) -> tuple[float, str]:
+        if launch:
+            return (float(launch["spread"]), f"the run-to-run spread of {launch['variant']} (run {launch['run_id']}), "
+                    "the result the per-layer cost was fitted on")
+        return half_width(fit_rows, calibration, model_id, parallel)
 
-    _, basis = half_width(fit_rows, calibration, model_id, 1)
+    def rate(parallel: int, k: int | None = None) -> dict[str, float]:
+        t = twin if k is None else build_twin(model, hardware, replace(config, spec_k=k), version, bandwidth_scale,
+                                              **unit)
+        return _band(decode_rate(t, parallel, acceptance=acc or None) * factor, interval(parallel)[0])
+
+    _, basis = interval(1)
     mtp = []
     if config.spec_k == 0 and (model.get("mtp") or {}).get("supported") and acc:
         mtp = [{"k": k, "acceptance": acc[:k], **rate(1, k)} for k in MTP_K if k <= len(acc)]
@@ -54,4 +64,5 @@ def predict(model: Mapping[str, Any], hardware: Mapping[str, Any], config: TwinC
             "mtp": mtp, "acceptance": acc[:config.spec_k] if config.spec_k else None,
             "bandwidth_scale": bandwidth_scale, "calibration": dict(calibration) if calibration else None,
             "interval_basis": basis, "memory": memory_fit(model, hardware, config, twin),
+            "launch_fit": {k: v for k, v in launch.items() if k != "config"} if launch else None,
             "bytes_per_token": twin.dense_bytes + twin.expert_bytes_slot * twin.experts_touched(1)}

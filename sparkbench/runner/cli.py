@@ -84,6 +84,8 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--vllm-version", default="0.25.0", help="vLLM version the prediction is for (default: 0.25.0)")
     q.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
     q.add_argument("--profiles-dir", help="where profiles live (default: profiles/ at the repo root)")
+    q.add_argument("--fit-variant", help="a hardware fitted on the unit (x86-cpu): the variant whose result fits it "
+                                         "(default: the host's newest complete result of the model)")
     q.add_argument("--json", action="store_true", help="print the prediction as JSON")
     return p
 
@@ -141,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "predict":
             from ..predict.command import predict_command
             return predict_command(args.model, args.hardware, args.host, args.args_json, args.results_dir,
-                                   args.profiles_dir, args.vllm_version, args.acceptance, args.json)
+                                   args.profiles_dir, args.vllm_version, args.acceptance, args.json,
+                                   args.fit_variant)
         if args.command == "history":
             return history_command(args.host, args.variant, args.results_dir)
         if args.command == "report":

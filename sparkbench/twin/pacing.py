@@ -153,10 +153,12 @@ class PacingModel:
         if m.get("checkpoint_format") is None:
             unq = float(m["active_params_b"])
         quant_dense = max(float(m["active_params_b"]) - unq - routed_active, 0.0)
-        self.dense_bytes = quant_dense * 1e9 * self.b + unq * 1e9 * 2.0
+        # unquantised weights: bf16 unless the model is served in another dtype (``--dtype float32``)
+        ub = float(m.get("unquantized_dtype_bytes", 2.0))
+        self.dense_bytes = quant_dense * 1e9 * self.b + unq * 1e9 * ub
         if moe and m.get("checkpoint_format") is None:
-            self.dense_bytes = (float(m["active_params_b"]) - routed_active) * 1e9 * 2.0
-        self.expert_bytes_slot = (moe["expert_params_m"] * 1e6 * moe["moe_layers"] * (self.b if m.get("checkpoint_format") else 2.0)) if moe else 0.0
+            self.dense_bytes = (float(m["active_params_b"]) - routed_active) * 1e9 * ub
+        self.expert_bytes_slot = (moe["expert_params_m"] * 1e6 * moe["moe_layers"] * (self.b if m.get("checkpoint_format") else ub)) if moe else 0.0
         files = m.get("decode_bytes_per_token")
         if files:  # a profile written from the model's files: the bytes its headers give, as read
             self.dense_bytes = float(files["dense"] + files["embedding_row"] + files["lm_head"])
