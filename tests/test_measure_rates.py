@@ -131,7 +131,7 @@ def test_goodput_agrees_with_the_simulator_timeline(sim_factory, tmp_path: Path)
             ambiguous += 1
     assert ambiguous <= e["requests"] // 4, f"{ambiguous} of {e['requests']} judged off the simulator's verdict"
     n = e["requests"]
-    assert abs(e["slo_met_share"] - true_good / n) <= ambiguous / n
+    assert abs(e["slo_met_share"] * n - true_good) <= ambiguous + 1e-9   # in requests: 9/45 vs 8/45 is one
     # goodput on the simulator's timeline: good / (last completion - first arrival)
     first = min(rows["chatcmpl-" + p["id"]]["arrival"] for p in e["per_request"])
     last = max(rows["chatcmpl-" + p["id"]]["last_token"] for p in e["per_request"])

@@ -32,8 +32,9 @@ import time
 
 from .vlog import fatal, log
 
-#: seconds a step's worker calls may stay unanswered before the workers count as lost
-COLLECT_TIMEOUT_S = 15.0
+#: seconds a step's worker calls may stay unanswered before the workers count as lost (longer than
+#: Ray takes to name a lost node dead with the simulated pair's health check, about 18 s)
+COLLECT_TIMEOUT_S = 30.0
 #: an idle engine pings its workers this often (seconds)
 HEARTBEAT_S = 1.0
 #: env var prefixes vLLM copies from the driver to its Ray workers (vllm/ray/ray_env.py)
