@@ -43,7 +43,7 @@ def _probe_table(doc: dict) -> str:
 
 
 def _measured_table(doc: dict) -> str:
-    lines = ["Predictions checked against measured runs:", "",
+    lines = [f"Predictions checked against measured runs ({doc.get('rows_how', '')}):", "",
              "| what | role | reference | predicted | error | note |", "|---|---|---|---|---|---|"]
     for r in doc.get("rows", []):
         err = (f"{(r['predicted'] / r['reference'] - 1) * 100:+.1f} %" if r.get("predicted") and r.get("reference")
