@@ -19,7 +19,10 @@ Builds the document, validates it against schema/result.schema.json and writes i
 controller (no module runs on the host). Returns ``path``, ``status``, ``variant``, ``failure``;
 the fact ``bench_stage`` (the runner's live view) and, for a complete variant, the fact
 ``bench_measured_variants`` (the variants completed in this run, in order: bench.yml's bracket
-condition). A bracket entry (``bench_plan.bracket``) is written to ``<variant>.bracket.json``
+condition). The host's last bandwidth probe (the fact ``bench_bandwidth``, set by the
+``sparkbench_bandwidth`` action) goes into ``protocol.bandwidth`` of a document whose server
+served, and its path into the fact ``bench_bandwidth_pending`` (the documents the next probe
+completes with the probe after them). A bracket entry (``bench_plan.bracket``) is written to ``<variant>.bracket.json``
 with its ``bracket`` object.
 """
 
@@ -31,7 +34,8 @@ from sparkbench.ansible_action import ControllerAction
 
 class ActionModule(ControllerAction):
     VARIABLE_NAMES = ("spark_host_gpu", "spark_host_image_facts", "bench_sparkbench_version", "sparkbench_gpu_less",
-                      "sparkbench_simulated", "sparkbench_backend", "bench_measured_variants")
+                      "sparkbench_simulated", "sparkbench_backend", "bench_measured_variants", "bench_bandwidth",
+                      "bench_bandwidth_pending")
     #: The run's secrets: masked in what the document takes from the server log (``kernels``).
     SECRET_VARIABLES = ("spark_host_hf_token", "sparkbench_hf_token", "sparkbench_api_key")
 
@@ -51,15 +55,18 @@ class ActionModule(ControllerAction):
         # A whole plan (a host failure): its single-unit and its cluster variants.
         entries = (list(args["plan"]["variants"]) + list(args["plan"].get("cluster_variants") or [])
                    if args.get("plan") else [args["entry"]])
+        # protocol.bandwidth: the host's last bandwidth probe (none yet at a host failure).
+        bandwidth = variables.get("bench_bandwidth") or None
         records = [result_mod.record(e, facts, str(args.get("stage", "measure")), bool(args.get("ok", False)),
                                      measure=args.get("measure") or None, startup=args.get("startup") or None,
                                      launch_failure=args.get("launch_failure") or None,
                                      failed=args.get("failed") or None, reason=args.get("reason"),
                                      secret_values=[str(s) for s in secrets if s],
                                      drop_caches=drop_caches,
-                                     cluster=args.get("cluster") or None)
+                                     cluster=args.get("cluster") or None, bandwidth=bandwidth)
                    for e in entries]
         out = {"changed": True, "records": records}
+        pending = [r["path"] for r in records if r.get("bandwidth")]
         if len(records) == 1:
             rec = records[0]
             fail = rec.get("failure") or {}
@@ -68,6 +75,8 @@ class ActionModule(ControllerAction):
             if fail:
                 stage["reason"] = f"{fail.get('stage')}: {fail.get('reason')}"
             facts = {"bench_stage": stage}
+            if pending:  # completed by the next bandwidth probe (sparkbench_bandwidth)
+                facts["bench_bandwidth_pending"] = list(variables.get("bench_bandwidth_pending") or []) + pending
             if rec["status"] == "complete" and not (args.get("entry") or {}).get("bracket"):
                 # bench.yml brackets the reference only when its own result of this run is complete.
                 done = list(variables.get("bench_measured_variants") or [])

@@ -40,7 +40,8 @@ Causes (telemetry and manifests only, never ``VLLM_SIM_*`` or inventory variable
     power below ``PEER_POWER_SHARE`` of the peers' median (not listed beside a clock cause: a
     capped clock draws less power), temperature ≥ ``HOT_C`` or
     ``HOT_MARGIN_C`` above the peers' median, the protocol flags (host swapped, GPU Xid, OOM
-    kill), and every manifest field of ``MANIFEST_FIELDS`` that differs from the peers' majority.
+    kill, a bandwidth drop between the probes around the canary: ``sparkbench.bandwidth``), and
+    every manifest field of ``MANIFEST_FIELDS`` that differs from the peers' majority.
     A slow unit's causes are its probable causes, telemetry first; a healthy unit's differences
     are reported in its line, not flagged.
 """
@@ -80,6 +81,8 @@ REMEDY = {
     "gpu_xid": "read the GPU Xid lines in the kernel log (dmesg); reboot the unit, and if they recur, check the "
                "driver and the hardware",
     "oom_kill": "the kernel killed a process for memory: lower --gpu-memory-utilization or free memory",
+    "bandwidth_drop": "the unit streamed less after the canary than before it (a slow power state): unplug the "
+                      "unit's power brick from the wall and the Spark for about a minute, then run health.yml again",
     "driver": "install the peers' driver ({majority}) on this unit and reboot",
     "kernel": "boot the peers' kernel ({majority}) (apt upgrade / the DGX OS update)",
     "firmware": "update the unit's firmware to the peers' version ({majority})",

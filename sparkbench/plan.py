@@ -19,7 +19,12 @@ the whole measured sequence) — measured again at the end of the sequence, sing
 extra minutes stay small). Same launch spec and configuration hash as the reference; name
 ``<variant>.bracket``, result ``<variant>.bracket.json`` (the main result and resume never read
 it); ``bracket: {of: <variant>, position: end}`` goes into its document. bench.yml runs it only
-when the reference's own result of this run is complete. None when no variant is measured. Clusters (``sparkbench.cluster``): a host in a group declared a cluster (``bench_cluster: <group>``)
+when the reference's own result of this run is complete. None when no variant is measured.
+
+``probe`` is the bandwidth probe's container (``sparkbench.bandwidth.spec.probe_spec``: a
+throw-away container of the image of the first variant this run launches; the simulator's
+stand-in on a simulated host, torch on the GPU on a Spark, torch on the CPU on a host without a
+GPU), or None when no variant launches or ``bench_bandwidth_probe`` is false. Clusters (``sparkbench.cluster``): a host in a group declared a cluster (``bench_cluster: <group>``)
 plans the *single-unit* variants as every host does; a *cluster variant* (tensor-parallel-size x
 pipeline-parallel-size above the hardware profile's ``gpus_per_node``) is planned on the head only
 (the group's first host), in ``cluster_variants``, with the cluster's spec in ``cluster``: its
@@ -52,6 +57,7 @@ from . import flags as flags_mod
 from . import preflight as preflight_mod
 from . import result as result_mod
 from . import settings as settings_mod
+from .bandwidth import spec as bandwidth_spec
 from .errors import InputError
 from .launch import (
     config_hash,
@@ -85,6 +91,7 @@ VARIABLES: dict[str, Any] = {
     "bench_run_id": None,
     "bench_force": False,
     "bench_bracket": True,
+    "bench_bandwidth_probe": True,
     "bench_cluster": "",
     "bench_workloads": "standard",
     "vllm_server_host": "127.0.0.1",
@@ -167,6 +174,16 @@ def measure_command(v: Mapping[str, Any], remote_dir: str) -> list[str]:
     return [str(v["llm_bench_python"]), "-I", f"{remote_dir}/measure.pyz"]
 
 
+def gpu_probe(v: Mapping[str, Any]) -> str:
+    """How the host's GPU is read: ``spark_host_gpu_probe`` (empty: ``image`` when
+    ``sparkbench_gpu_less``, else ``host``, as roles/spark_host's default); bad input raises."""
+    probe = str(v.get("spark_host_gpu_probe") or "").strip() or ("image" if _bool(v["sparkbench_gpu_less"]) else "host")
+    if probe not in ("host", "image", "none"):
+        raise InputError(f"spark_host_gpu_probe is {probe!r}; set it to host (the host's nvidia-smi), image (the "
+                         "simulator image's stand-in) or none (no GPU)")
+    return probe
+
+
 def probe_commands(v: Mapping[str, Any], container: str) -> dict[str, str | None]:
     """measure.py's ``--nvidia-smi`` and ``--kernel-log`` for this host, from ``spark_host_gpu_probe``
     (empty: ``image`` when ``sparkbench_gpu_less``, else ``host``, as roles/spark_host's default):
@@ -175,10 +192,7 @@ def probe_commands(v: Mapping[str, Any], container: str) -> dict[str, str | None
     ``docker exec <container> nvidia-smi`` / ``docker exec <container> dmesg``; ``none`` (no GPU,
     e.g. vLLM on a CPU) → ``--nvidia-smi none`` (telemetry off, "no GPU on this host") and the
     host's ``dmesg``."""
-    probe = str(v.get("spark_host_gpu_probe") or "").strip() or ("image" if _bool(v["sparkbench_gpu_less"]) else "host")
-    if probe not in ("host", "image", "none"):
-        raise InputError(f"spark_host_gpu_probe is {probe!r}; set it to host (the host's nvidia-smi), image (the "
-                         "simulator image's stand-in) or none (no GPU)")
+    probe = gpu_probe(v)
     if probe == "image":
         return {"nvidia_smi": f"docker exec {container} nvidia-smi", "kernel_log": f"docker exec {container} dmesg"}
     if probe == "none":
@@ -393,12 +407,17 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         entry["summary"] = _summary(entry, check_mode)
         entries.append(entry)
     bracket = (bracket_entry(entries, v, host, remote_dir, check_mode) if _bool(v["bench_bracket"]) else None)
+    first = reference_entry(entries + cluster_entries)  # the first variant this run launches
     return {
         "host": host, "run_id": str(v["bench_run_id"]), "remote_dir": remote_dir, "settings": settings,
         "names": [e["name"] for e in entries], "variants": entries, "bracket": bracket,
         # The cluster (sparkbench.cluster.cluster_spec) and, on its head, the variants run across it.
         "cluster": spec, "cluster_role": role,
         "cluster_names": [e["name"] for e in cluster_entries], "cluster_variants": cluster_entries,
+        # The bandwidth probe's container (sparkbench.bandwidth.spec), from the first variant this run
+        # launches; None when none launches (nothing to probe for) or bench_bandwidth_probe is false.
+        "probe": (bandwidth_spec.probe_spec(first, gpu_probe(v), remote_dir)
+                  if first and _bool(v["bench_bandwidth_probe"]) else None),
         **_provisioning(host, spec, entries + cluster_entries + worker_needs, model_profiles, _simulated(variables)),
         "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
         # The unit's cache folders (host paths; <unit home>/… until with_unit has the unit's home).

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import bandwidth as bandwidth_mod
 from . import cluster as cluster_mod
 from . import engine_log
 from .paths import SCHEMA_PATH, write_atomic
@@ -365,14 +366,20 @@ def with_drop_caches(doc: dict[str, Any], outcome: Mapping[str, Any] | None) -> 
 def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bool, *,
            measure: Mapping | None = None, startup: Mapping | None = None, launch_failure: Mapping | None = None,
            failed: Mapping | None = None, reason: Any = None, secret_values: Any = (),
-           drop_caches: Mapping | None = None, cluster: Mapping | None = None) -> dict[str, Any]:
-    """Build, validate and write one planned variant's document; returns ``{path, status, failure}``.
+           drop_caches: Mapping | None = None, cluster: Mapping | None = None,
+           bandwidth: Mapping | None = None) -> dict[str, Any]:
+    """Build, validate and write one planned variant's document; returns ``{path, status, failure,
+    bandwidth}`` (``bandwidth``: whether the document waits for the probe after it).
 
     ``secret_values``: the run's secrets (HF token, API key), masked in anything taken from the
     server log (``kernels``). A failed variant's document carries ``kernels`` too when a log says
     any: the startup log of a server that became ready, else the failed container's log tail.
 
     ``drop_caches`` (a single-host variant): :func:`drop_caches_outcome`, into ``protocol.drop_caches``.
+
+    ``bandwidth``: the host's last bandwidth probe before this variant (``sparkbench.bandwidth``),
+    into ``protocol.bandwidth`` of a document whose server served; :func:`add_after_probe` adds the
+    probe after it.
 
     ``cluster`` (a cluster variant, ``entry["cluster"]``): ``{spec, state, serving}`` — the plan's
     cluster spec, the ray_cluster role's check before the launch and its snapshot while the model
@@ -407,6 +414,7 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
     if entry.get("bracket"):  # a bracket run (sparkbench.plan.bracket_entry): <variant>.bracket.json
         doc = {**doc, "bracket": {"of": str(entry["bracket"]["of"]), "position": str(entry["bracket"]["position"])}}
     doc = with_drop_caches(doc, drop_caches)  # protocol.drop_caches: the page-cache drop's outcome
+    doc = bandwidth_mod.with_before(doc, bandwidth)  # protocol.bandwidth: the probe before the launch
     if entry.get("cluster") and cluster.get("spec"):
         serving = cluster.get("serving") or {}
         doc = {**doc, "cluster": cluster_mod.cluster_block(
@@ -414,4 +422,20 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
             tensor_parallel_size=int(entry["cluster"]["tensor_parallel_size"]),
             pipeline_parallel_size=int(entry["cluster"]["pipeline_parallel_size"]))}
     path = write(doc, entry["result_path"])
-    return {"path": str(path), "status": doc["status"], "variant": entry["name"], "failure": doc.get("failure")}
+    waits = isinstance((doc.get("protocol") or {}).get("bandwidth"), Mapping)
+    return {"path": str(path), "status": doc["status"], "variant": entry["name"], "failure": doc.get("failure"),
+            "bandwidth": waits}
+
+
+def add_after_probe(path: str | Path, after: Mapping[str, Any]) -> dict[str, Any]:
+    """Add the bandwidth probe run after a variant to its stored document (``protocol.bandwidth.after``,
+    and on a drop the ``bandwidth_drop`` flag: :func:`sparkbench.bandwidth.with_after`), validated and
+    written again; returns ``{path, drop}`` (the drop's text or None; a missing or corrupt file is
+    left alone)."""
+    doc = stored(path)
+    if not doc:
+        return {"path": str(path), "drop": None}
+    doc = bandwidth_mod.with_after(doc, after)
+    write(doc, path)
+    drop = ((doc.get("protocol") or {}).get("bandwidth") or {}).get("drop")
+    return {"path": str(path), "drop": drop["text"] if drop else None}

@@ -78,6 +78,20 @@ def test_capped_unit_is_slow_with_the_clock_named_and_the_play_fails(health_run)
     assert "SIMULATED" in md and "- spark-sim03: slow — clock 850 of 3003 MHz under load" in md
 
 
+def test_the_bandwidth_probe_reads_the_capped_unit_far_lower(health_run):
+    """The probes before and after each canary (sparkbench.bandwidth, the simulator's stand-in):
+    spark-sim03, capped at 850 MHz with efficiency 0.89, streams far less than its peers, the same
+    before and after (a steady state, no drop)."""
+    _, results = health_run
+    probes = {}
+    for host in HOSTS:
+        (path,) = [p for p in (results / "H1" / host).glob("*.json")]
+        bw = json.loads(path.read_text())["protocol"]["bandwidth"]
+        assert bw["method"] == "simulated" and bw["after"]["gbps"] > 0 and bw["drop"] is None, bw
+        probes[host] = bw["gbps"]
+    assert probes["spark-sim03"] < 0.5 * min(probes["spark-sim01"], probes["spark-sim02"]), probes
+
+
 def test_the_canary_is_short_single_stream_and_a_normal_result(health_run):
     _, results = health_run
     for host in HOSTS:

@@ -141,6 +141,8 @@ def real_run(tmp_path_factory):
     hosts[MEASURE_HOST]["bench_select"] = MEASURED
     hosts[FAIL_HOST]["bench_extra_variants"] = list(FAILURES.values())
     hosts[FAIL_HOST]["bench_select"] = list(FAILURES)
+    # The bandwidth probe (torch on the CPU, in the real-vLLM image) on the measuring host only.
+    hosts[FAIL_HOST]["bench_bandwidth_probe"] = False
     inv = {"all": {"children": {"sparks": {"children": {"real_cpu": {"hosts": hosts}}}}}}
     (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
     results = tmp / "results"
@@ -218,10 +220,11 @@ def test_play_completes_and_every_document_validates(real_run):
     for d in real_run["docs"].values():
         jsonschema.validate(d, schema)
     # Provisioning ran no nvidia-smi stand-in container (the image has none) and downloaded nothing
-    # (the model ships in the image); only the vLLM containers were created.
-    # (Containers of this session only: others may run beside it on a shared machine.)
+    # (the model ships in the image); only the vLLM containers and the measuring host's bandwidth
+    # probe were created. (Containers of this session only: others may run beside it.)
     created = {n for n in real_run["created"] if n.startswith(real_run["prefix"])}
-    assert created == {f"{real_run['prefix']}-{h}" for h in PORTS}, created
+    assert created == {f"{real_run['prefix']}-{h}" for h in PORTS} | {f"{real_run['prefix']}-probe-{MEASURE_HOST}"}, \
+        created
 
 
 @pytest.mark.ansible
@@ -242,6 +245,15 @@ def test_real_results_carry_the_manifest_and_say_cpu(real_run):
         assert 0 < d["server_startup"]["time_to_ready_s"] < 600
         # measure.py re-runs a run without a decode figure (a stream in one burst) until RUNS are valid.
         assert d["single"]["decode_tok_s_median"] > 0 and sum(1 for r in d["single"]["runs"] if r["valid"]) == RUNS
+    # The bandwidth probe ran torch on the CPU inside the real-vLLM image, before and after the variants.
+    for name in MEASURED:
+        bw = doc(real_run, MEASURE_HOST, name)["protocol"]["bandwidth"]
+        assert bw["method"] == "torch-cpu-stream-read" and bw["simulated"] is False, bw
+        assert bw["gbps"] > 0 and bw["after"]["gbps"] > 0 and bw["image"] == IMAGE and bw["torch"], bw
+        print(f"\n{name}: CPU bandwidth probe {bw['gbps']} GB/s before, {bw['after']['gbps']} after "
+              f"({bw['device']}; {bw['cost_s']} s)")
+    assert "protocol" not in doc(real_run, FAIL_HOST, "bad-dtype") or \
+        "bandwidth" not in doc(real_run, FAIL_HOST, "bad-dtype")["protocol"]
     dtypes = {n: doc(real_run, MEASURE_HOST, n)["launch"]["argv"] for n in MEASURED}
     assert "bfloat16" in dtypes["tiny-bf16"] and "float32" in dtypes["tiny-fp32"]
 

@@ -482,7 +482,8 @@ def args_schema() -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """Dispatch: ``serve``, ``--version``, and the image's stand-ins (``hf``, ``nvidia-smi``)."""
+    """Dispatch: ``serve``, ``--version``, and the image's stand-ins (``hf``, ``nvidia-smi``,
+    ``dmesg``, ``bandwidth-probe``)."""
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: vllm {serve,--version} ... (sparkbench simulator)")
         return 0 if argv else 2
@@ -504,6 +505,9 @@ def main(argv: list[str]) -> int:
     if cmd == "dmesg":
         from . import nvsmi
         return nvsmi.dmesg_main(rest)
+    if cmd == "bandwidth-probe":  # sparkbench's bandwidth probe on a simulated host
+        from . import bandwidth
+        return bandwidth.main(rest)
     if cmd == "args-schema":
         print(json.dumps(args_schema(), indent=1, sort_keys=True))
         return 0

@@ -1,0 +1,115 @@
+"""``protocol.bandwidth`` of a result document (pure: documents in, documents out).
+
+The block is the probe run last before the variant's launch (its reading's fields: ``gbps``,
+``method``, ``spread``, ``when``, ``device``, ``reason``, …), with ``after`` — the probe run
+first after the variant's server stopped — and ``drop``::
+
+    {gbps, method, spread, when, device, simulated, reason, image, cost_s, …,
+     after: <reading> | null, drop: {share, before_gbps, after_gbps, cause, text} | null}
+
+Only a document whose server served (complete, incomplete, or failed while measuring) gets one:
+the figures it qualifies. ``with_before`` puts it in when the document is recorded;
+``with_after`` adds the probe after, and when that one read below ``DROP_SHARE`` of the one
+before — and, where both probes report quartiles, its upper quartile lies below the lower
+quartile of the one before (a drop the probes' own scatter cannot explain: a CPU probe on a
+busy small host scatters by tens of percent) — ``drop`` and a ``bandwidth_drop`` flag in ``protocol.flags`` — the variant's figures may
+come from a slow state (a capped clock, a hot unit) — with its cause where the document's own
+telemetry names one (``sparkbench.health.unit_figures``: the run-protocol flags, a temperature
+at or above ``health.HOT_C``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import health
+
+#: A probe after the variant below this share of the probe before it marks the variant's figures.
+DROP_SHARE = 0.9
+#: The run-protocol flag of such a drop.
+FLAG = "bandwidth_drop"
+
+
+def served(doc: Mapping[str, Any]) -> bool:
+    """Whether the document's server served (its figures exist): complete, incomplete, or failed
+    while measuring."""
+    if doc.get("status") in ("complete", "incomplete"):
+        return True
+    return isinstance(doc.get("failure"), Mapping) and doc["failure"].get("stage") == "measure"
+
+
+def bandwidth_block(before: Mapping[str, Any]) -> dict[str, Any]:
+    """The block of a document recorded after the probe ``before``, no probe after it yet."""
+    return {**dict(before), "after": None, "drop": None}
+
+
+def _protocol(doc: Mapping[str, Any]) -> dict[str, Any]:
+    proto = doc.get("protocol")
+    return dict(proto) if isinstance(proto, Mapping) else {"flags": []}
+
+
+def with_before(doc: dict[str, Any], before: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The document with ``protocol.bandwidth`` from the probe ``before`` (as it is when there is
+    none, or its server never served)."""
+    if not before or not served(doc):
+        return doc
+    return {**doc, "protocol": {**_protocol(doc), "bandwidth": bandwidth_block(before)}}
+
+
+def _quartile(reading: Mapping[str, Any], key: str) -> float | None:
+    value = (reading.get("spread") or {}).get(key) if isinstance(reading.get("spread"), Mapping) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def drop_of(before: Mapping[str, Any], after: Mapping[str, Any]) -> float | None:
+    """``after / before`` (the readings' ``gbps``) when it is below ``DROP_SHARE`` and the
+    quartiles, where both readings have them, do not overlap (``after.p75 < before.p25``); else
+    None (no drop, or a figure missing)."""
+    b, a = before.get("gbps"), after.get("gbps")
+    if not isinstance(b, (int, float)) or not isinstance(a, (int, float)) or b <= 0:
+        return None
+    share = a / b
+    upper, lower = _quartile(after, "p75"), _quartile(before, "p25")
+    if upper is not None and lower is not None and upper >= lower:
+        return None
+    return share if share < DROP_SHARE else None
+
+
+def cause(doc: Mapping[str, Any]) -> str | None:
+    """What the document's telemetry names that slows a unit: its run-protocol flags (a capped
+    clock, swapping, a GPU Xid, the OOM killer) and a temperature at or above ``health.HOT_C``."""
+    fig = health.unit_figures(doc)
+    named = [f"{f.get('code')}: {f.get('reason')}" for f in fig["flags"] if f.get("code") != FLAG]
+    temp = fig["temperature_c"]
+    if temp is not None and temp >= health.HOT_C:
+        named.append(f"temperature {temp:.0f} °C")
+    return "; ".join(named) or None
+
+
+def drop_text(share: float, before_gbps: float, after_gbps: float, why: str | None) -> str:
+    """The flag's reason: the two figures, the share, and the cause (or that none is named)."""
+    text = (f"bandwidth fell from {before_gbps:.0f} to {after_gbps:.0f} GB/s ({share * 100:.0f} % of the probe "
+            "before) between the probes around this variant: its figures may come from a slow state")
+    return text + (f"; cause: {why}" if why else "; no telemetry of this run names a cause")
+
+
+def with_after(doc: dict[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """The document with the probe ``after`` in ``protocol.bandwidth.after`` and, on a drop,
+    ``drop`` and the ``bandwidth_drop`` flag (replacing an earlier one). A document without the
+    block (its server never served, or no probe ran before it) is returned as it is."""
+    proto = _protocol(doc)
+    block = proto.get("bandwidth")
+    if not isinstance(block, Mapping):
+        return doc
+    flags = [f for f in proto.get("flags") or [] if not (isinstance(f, Mapping) and f.get("code") == FLAG)]
+    share = drop_of(block, after)
+    drop = None
+    if share is not None:
+        why = cause(doc)
+        text = drop_text(share, float(block["gbps"]), float(after["gbps"]), why)
+        drop = {"share": round(share, 4), "before_gbps": block["gbps"], "after_gbps": after["gbps"], "cause": why,
+                "text": text}
+        flags.append({"code": FLAG, "reason": text})
+    new_block = {**block, "after": dict(after), "drop": drop}
+    return {**doc, "protocol": {**proto, "bandwidth": new_block, "flags": flags}}
