@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from statistics import median
 
 import jsonschema
 import pytest
@@ -31,6 +32,9 @@ _BASE = 18300 + 2 * (os.getpid() % 40)  # 18300-18379; Molecule uses 18390
 HOSTS = {"pt-sim01": _BASE, "pt-sim02": _BASE + 1}
 SECRET = "hf_sparkbenchTestSecret_9f3a"
 VARIANTS = ["nvidia-bare", "unsloth-mtp2", "nvidia-mnbt2048", "nvidia-mnbt2048-nopf"]
+# pt-sim02 gets the simulator knobs of the inventory's slow unit, spark-sim03 (efficiency 0.89).
+SLOW_ENV = yaml.safe_load((REPO / "inventory/hosts.yml").read_text())[
+    "all"]["children"]["sparks"]["children"]["sim_sparks"]["hosts"]["spark-sim03"]["sparkbench_sim_env"]
 
 
 def docker_ok() -> bool:
@@ -53,8 +57,9 @@ class Bench:
     def __init__(self, tmp: Path, prefix: str) -> None:
         self.tmp, self.prefix = tmp, prefix
         self.results = tmp / "results"
-        inv = {"all": {"children": {"sparks": {"children": {"sim_sparks": {
-            "hosts": {h: {"vllm_server_port": p} for h, p in HOSTS.items()}}}}}}}
+        hosts = {h: {"vllm_server_port": p} for h, p in HOSTS.items()}
+        hosts["pt-sim02"]["sparkbench_sim_env"] = SLOW_ENV
+        inv = {"all": {"children": {"sparks": {"children": {"sim_sparks": {"hosts": hosts}}}}}}
         (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
         extra = {
             "bench_results_dir": str(self.results),
@@ -180,6 +185,34 @@ def test_the_reference_variant_is_measured_again_at_the_end(bench, first_run):
     section = report[report.index("## Drift (bracketing)"):]
     assert "not enough requests for a verdict (2 and 2 requests" in section
     assert "TASK [Bench | bracket the sequence with the reference variant]" in proc.stdout
+
+
+def test_every_served_result_carries_the_bandwidth_probes_around_it(bench, first_run):
+    """protocol.bandwidth (sparkbench.bandwidth): the simulator's stand-in probed before each variant
+    and after its server stopped (between variants: it costs under 10 s), SIMULATED; pt-sim02, with
+    spark-sim03's knobs, reads lower by its efficiency; a variant that never served has none."""
+    run = bench.results / "T1"
+    figures: dict[str, list[float]] = {}
+    for host in HOSTS:
+        for path in sorted((run / host).glob("*.json")):
+            doc = json.loads(path.read_text())
+            bw = (doc.get("protocol") or {}).get("bandwidth")
+            if doc["status"] == "failed" and doc["failure"]["stage"] in ("preflight", "launch"):
+                assert bw is None, path
+                continue
+            assert bw["method"] == "simulated" and bw["simulated"] is True and bw["gbps"] > 0, (path, bw)
+            assert bw["spread"]["min"] <= bw["gbps"] <= bw["spread"]["max"] and bw["image"] == IMAGE
+            after = bw["after"]
+            assert after and after["gbps"] > 0 and bw["drop"] is None, (path, bw)
+            # probed while no server ran: before the launch, after measure had finished
+            assert bw["when"] <= doc["started_at"] <= doc["finished_at"] <= after["when"], (path, bw)
+            figures.setdefault(host, []).append(bw["gbps"])
+    assert all(len(figures[h]) == 3 for h in HOSTS), figures  # nvidia-bare, unsloth-mtp2, the bracket
+    ratio = median(figures["pt-sim02"]) / median(figures["pt-sim01"])
+    assert ratio == pytest.approx(float(SLOW_ENV["VLLM_SIM_EFFICIENCY"]), rel=0.02), figures
+    report = (run / "report.md").read_text()
+    assert "| % of measured bandwidth " in report and "bandwidth GB/s before → after" in report
+    assert "TASK [Bench | probe the bandwidth before the first variant]" in first_run[0].stdout
 
 
 def test_mamba_variant_fails_at_preflight_and_bypassed_one_at_launch_by_log_signature(bench, first_run):

@@ -17,7 +17,7 @@ from .table import Section, Table
 CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status", "simulated",
                "single_tok_s", "single_min", "single_max", "speedup_vs_bare", "combined_2", "combined_4",
                "combined_8", "acceptance_per_position", "mean_acceptance_length", "ttft_p50_s",
-               "roofline_tok_s", "pct_of_roofline", "tokens_per_step", "time_to_ready_s", "model_memory_gib",
+               "roofline_tok_s", "pct_of_roofline", "bandwidth_gbps", "pct_of_measured_bandwidth", "tokens_per_step", "time_to_ready_s", "model_memory_gib",
                "quality_passed", "failure_stage", "failure_reason", "protocol_flags",
                "attention_backend", "moe_backend", "slo_best_rate", "slo_target_share", "prefix_caching",
                "prefix_warm_ttft_p50_s", "prefix_prefill_tok_s", "prefix_hit_rate", "turns", "turns_context_first",

@@ -80,7 +80,9 @@ from .roofline import (
     QUANT_BITS,
     backend_of,
     kv_bytes_per_context_token,
+    measured_bandwidth,
     measured_on_cpu,
+    measured_roofline,
     roofline,
     roofline_skip_reason,
     weight_bits,
@@ -121,8 +123,8 @@ __all__ = [
     "model_of", "num", "parallel_label", "parallel_sizes", "single_stats", "sort_results", "unit_fields", "unit_of",
     "variant_name", "variant_of",
     # roofline
-    "KV_DTYPE_BITS", "QUANT_BITS", "backend_of", "kv_bytes_per_context_token", "measured_on_cpu", "roofline",
-    "roofline_skip_reason", "weight_bits",
+    "KV_DTYPE_BITS", "QUANT_BITS", "backend_of", "kv_bytes_per_context_token", "measured_bandwidth", "measured_on_cpu",
+    "measured_roofline", "roofline", "roofline_skip_reason", "weight_bits",
     # per-host rows
     "failure_rows", "image_rows", "protocol_flags", "protocol_rows", "quality_rows", "report_tables",
     "telemetry_phases", "telemetry_rows", "variant_row",

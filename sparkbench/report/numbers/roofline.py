@@ -130,3 +130,28 @@ def roofline(result: dict) -> dict:
     out.update(bandwidth_gbs=bandwidth, weight_bytes=weight_bytes, kv_bytes=kv_bytes,
                bytes_per_token=total, tok_s=tp * bandwidth * 1e9 / total, basis=basis)
     return out
+
+
+def measured_bandwidth(result: dict) -> dict:
+    """The unit's measured bandwidth around this result (``protocol.bandwidth``, sparkbench.bandwidth):
+    ``{"gbps", "method", "simulated", "after_gbps", "drop"}`` — the probe before the variant (the one
+    after it when the one before gave no figure), its method, whether simulated, the probe after,
+    and the drop's text (None: no drop, or no probe); all None without a block."""
+    block = n.dig(result, "protocol", "bandwidth")
+    if not isinstance(block, dict):
+        return {"gbps": None, "method": None, "simulated": None, "after_gbps": None, "drop": None}
+    after = block.get("after") if isinstance(block.get("after"), dict) else {}
+    before = n.num(block.get("gbps"))
+    gbps, method = (before, block.get("method")) if before else (n.num(after.get("gbps")), after.get("method"))
+    drop = block.get("drop") if isinstance(block.get("drop"), dict) else None
+    return {"gbps": gbps, "method": method, "simulated": bool(block.get("simulated")),
+            "after_gbps": n.num(after.get("gbps")), "drop": drop.get("text") if drop else None}
+
+
+def measured_roofline(roof: dict, gbps: float | None) -> float | None:
+    """The roofline at the measured bandwidth [tok/s]: the data-sheet roofline (:func:`roofline`)
+    × measured GB/s / data-sheet GB/s — the same bytes per token (and TP) at what the unit streamed.
+    None without either."""
+    if not gbps or not roof.get("tok_s") or not roof.get("bandwidth_gbs"):
+        return None
+    return roof["tok_s"] * gbps / roof["bandwidth_gbs"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import accessors as n
-from .roofline import backend_of, roofline
+from .roofline import backend_of, measured_bandwidth, measured_roofline, roofline
 from .serving import serving_fields
 
 
@@ -24,6 +24,8 @@ def variant_row(result: dict, results: list[dict]) -> dict:
     med, lo, hi = n.single_stats(result)
     bare = _bare_median(results, result)
     roof = roofline(result)
+    bw = measured_bandwidth(result)
+    roof_measured = measured_roofline(roof, bw["gbps"])
     mal = n.mean_acceptance_length(result)
     spec = n.is_speculative(result)
     row: dict[str, Any] = {
@@ -45,6 +47,13 @@ def variant_row(result: dict, results: list[dict]) -> dict:
         "pct_of_roofline": (med / roof["tok_s"] * 100.0) if (med is not None and roof["tok_s"]
                                                               and not spec) else None,
         "tokens_per_step": mal if spec else None,
+        # the bandwidth probe around the variant (sparkbench.bandwidth): the roofline at what the unit streamed
+        "bandwidth_gbps": bw["gbps"],
+        "bandwidth_method": bw["method"],
+        "roofline_measured_tok_s": roof_measured,
+        "pct_of_measured_bandwidth": (med / roof_measured * 100.0) if (med is not None and roof_measured
+                                                                       and not spec) else None,
+        "bandwidth_drop": bw["drop"],
         "time_to_ready_s": n.num(n.dig(result, "server_startup", "time_to_ready_s")),
         "model_memory_gib": n.num(n.dig(result, "server_startup", "model_memory_gib")),
         "protocol_flags": "; ".join(f"{f.get('code')}: {f.get('reason')}" for f in protocol_flags(result)) or None,
@@ -133,7 +142,8 @@ def protocol_flags(result: dict) -> list[dict]:
 def protocol_rows(results: list[dict]) -> list[dict]:
     """Per host × variant with a ``protocol`` block: the clock under load and its maximum [MHz],
     MemAvailable and page cache before/after [GiB], swap pages moved, new kernel-log lines (or why
-    none were read), the page-cache drop, and the flags."""
+    none were read), the page-cache drop, the bandwidth probes before and after the variant [GB/s]
+    (their method; why the one before gave no figure), and the flags."""
     rows = []
     for r in n.sort_results(results):
         p = r.get("protocol")
@@ -160,6 +170,10 @@ def protocol_rows(results: list[dict]) -> list[dict]:
                      "kernel_new_lines": len(kl.get("new_lines") or []) if kl else None,
                      "kernel_reason": p.get("kernel_log_reason"),
                      "drop_caches": p.get("drop_caches") if isinstance(p.get("drop_caches"), dict) else None,
+                     "bandwidth_before_gbps": n.num(n.dig(p, "bandwidth", "gbps")),
+                     "bandwidth_after_gbps": n.num(n.dig(p, "bandwidth", "after", "gbps")),
+                     "bandwidth_method": n.dig(p, "bandwidth", "method"),
+                     "bandwidth_reason": n.dig(p, "bandwidth", "reason"),
                      "flags": protocol_flags(r)})
     return rows
 

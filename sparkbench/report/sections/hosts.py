@@ -32,6 +32,8 @@ def variant_cells(row: dict) -> dict[str, str]:
             "mean_acceptance_length": f(row["mean_acceptance_length"], 2),
             "ttft_p50_s": f(row["ttft_p50_s"], 3),
             "pct_of_roofline": roof,
+            "pct_of_measured_bandwidth": (DASH if row.get("pct_of_measured_bandwidth") is None
+                                          else f"{row['pct_of_measured_bandwidth']:.0f} %"),
             "time_to_ready_s": f(row["time_to_ready_s"], 0),
             "model_memory_gib": f(row["model_memory_gib"], 1),
             # the serving phases (None where they did not run): "none" = no rate tried met the SLO
@@ -42,6 +44,10 @@ def variant_cells(row: dict) -> dict[str, str]:
 
 #: the main table's column for the highest rate meeting the SLO (only where serving ran)
 SLO_RATE_HEADER = "max rate meeting SLO req/s"
+#: where a host's variants carry the bandwidth probe: the data-sheet column renamed, and beside it
+#: the share of the roofline at the measured bandwidth
+ROOF_HEADER, ROOF_DATASHEET_HEADER = "% roofline or tok/step", "% data-sheet roofline or tok/step"
+MEASURED_BW_HEADER = "% of measured bandwidth"
 
 
 def unit_cell(row: dict) -> str:
@@ -88,6 +94,26 @@ def roofline_note(rows: list[dict]) -> str | None:
     return "; ".join(parts) if parts else None
 
 
+def with_measured_bandwidth(headers: list[str], cells: list[list[str]], group: list[dict]) -> list[str]:
+    """Where a row carries the bandwidth probe: "% of measured bandwidth" beside the data-sheet
+    roofline (cells changed in place), and the notes that say how to read it and which variants'
+    figures a drop between the probes marks; no column and no note otherwise."""
+    if not any(r.get("bandwidth_gbps") is not None for r in group):
+        return []
+    at = headers.index(ROOF_HEADER)
+    headers[at:at + 1] = [ROOF_DATASHEET_HEADER, MEASURED_BW_HEADER]
+    for r, c in zip(group, cells):
+        c.insert(at + 1, DASH if r["status"] == "failed" else variant_cells(r)["pct_of_measured_bandwidth"])
+    figures = [r["bandwidth_gbps"] for r in group if r.get("bandwidth_gbps") is not None]
+    methods = ", ".join(sorted({str(r["bandwidth_method"]) for r in group if r.get("bandwidth_method")}))
+    span = f"{min(figures):.0f}" + (f"–{max(figures):.0f}" if max(figures) - min(figures) >= 0.5 else "")
+    notes = [f"{MEASURED_BW_HEADER} = single-stream median / the roofline at the bandwidth the unit's probe "
+             f"measured before the variant ({span} GB/s, {methods}; the data-sheet roofline uses the hardware "
+             "profile's figure): near 100 % the decode streams all the unit can read"]
+    notes += [f"⚠ {r['variant']}: {r['bandwidth_drop']}" for r in group if r.get("bandwidth_drop")]
+    return notes
+
+
 def host_tables(data: dict) -> list[Table]:
     """One table per host in the source article's layout (``data`` =
     :func:`~sparkbench.report.numbers.report_tables`); a cluster's variants (rows with a ``unit``,
@@ -113,6 +139,7 @@ def host_tables(data: dict) -> list[Table]:
             if roof:
                 notes.append(roof)
             headers, cells = list(MAIN_HEADERS), [main_row(r) for r in group]
+            notes += with_measured_bandwidth(headers, cells, group)
             if any(r.get("slo_target_share") is not None for r in group):  # the arrival-rate phase ran
                 headers.append(SLO_RATE_HEADER)
                 for r, c in zip(group, cells):
@@ -185,13 +212,32 @@ def protocol_table(data: dict) -> Table | None:
                      DASH if p["swap_pages"] is None else f"{p['swap_pages']:.0f}", kernel, drop, text(flags)])
     if not rows:
         return None
-    return Table("protocol", "Run protocol",
-                 ["host", "variant", "clock under load MHz (of max)", "MemAvailable GiB before → after",
-                  "page cache GiB before → after", "swap pages", "kernel log", "page cache drop", "flags"], rows,
-                 ["clock under load = median graphics clock of the samples taken while requests were in flight "
-                  "and the GPU was busy (utilization ≥ 50 %); clock_capped below 50 % of the maximum (the "
-                  "throttle check fails a GB10 below 1400 of 3003 MHz); host_swapped above 256 pages swapped "
-                  "during the measured phases; gpu_xid / oom_kill on new kernel-log lines"])
+    headers = ["host", "variant", "clock under load MHz (of max)", "MemAvailable GiB before → after",
+               "page cache GiB before → after", "swap pages", "kernel log", "page cache drop", "flags"]
+    notes = ["clock under load = median graphics clock of the samples taken while requests were in flight "
+             "and the GPU was busy (utilization ≥ 50 %); clock_capped below 50 % of the maximum (the "
+             "throttle check fails a GB10 below 1400 of 3003 MHz); host_swapped above 256 pages swapped "
+             "during the measured phases; gpu_xid / oom_kill on new kernel-log lines"]
+    probed = [bandwidth_cell(p) for p in data["protocol"]]
+    if any(c != DASH for c in probed):  # the bandwidth probes around each variant, where any ran
+        headers.insert(-1, "bandwidth GB/s before → after")
+        for row, cell in zip(rows, probed):
+            row.insert(-1, cell)
+        notes.append("bandwidth = the unit's probe before the variant's launch and after its server stopped (a "
+                     "streaming read, sparkbench.bandwidth); bandwidth_drop when the one after reads below 0.9 × "
+                     "the one before, their quartiles apart")
+    return Table("protocol", "Run protocol", headers, rows, notes)
+
+
+def bandwidth_cell(p: dict) -> str:
+    """The probes around a variant: ``231 → 229``, the one after missing as a dash, and why the one
+    before gave no figure."""
+    before, after = p.get("bandwidth_before_gbps"), p.get("bandwidth_after_gbps")
+    if before is None and p.get("bandwidth_reason"):
+        return text(f"no figure: {p['bandwidth_reason']}")
+    if before is None and after is None:
+        return DASH
+    return f"{f(before, 0)} → {f(after, 0)}"
 
 
 def failures_table(data: dict) -> Table | None:
