@@ -107,10 +107,14 @@ def test_a_slow_unit_is_calibrated_from_its_history_and_other_models_keep_the_sh
 
 
 def test_the_probe_scales_the_bandwidth_against_a_sound_units_reading():
-    hw = {**HW, "probe_reference_gbps": {"simulated": 200.0, "default": 230.0}}
-    assert cal.bandwidth_scale(180.0, hw, "simulated") == pytest.approx(0.9)
-    assert cal.bandwidth_scale(230.0, hw, "torch-cuda-stream-read") == pytest.approx(1.0)
-    assert cal.bandwidth_scale(None, hw) == 1.0 and cal.bandwidth_scale(100.0, {"name": "x"}) == 1.0
+    sound = HW["memory_bandwidth_gbps"] * HW["probe"]["stream_read_share"]      # 273 x 0.85 = 232.05
+    assert cal.bandwidth_scale(sound, HW, "simulated") == pytest.approx(1.0)
+    assert cal.bandwidth_scale(0.89 * sound, HW, "torch-cuda-stream-read") == pytest.approx(0.89)
+    assert cal.bandwidth_scale(None, HW) == 1.0 and cal.bandwidth_scale(100.0, {"name": "x"}) == 1.0
+    # a unit that streams 0.89 x a sound unit's is predicted 0.89 x on the bytes' share of the step
+    full = decode_rate(build_twin(profile(N35), HW, TwinConfig(kv_cache_dtype="fp8")))
+    slow = decode_rate(build_twin(profile(N35), HW, TwinConfig(kv_cache_dtype="fp8"), bandwidth_scale=0.89))
+    assert 0.89 < slow / full < 0.95
 
 
 def test_memory_refuses_a_context_beyond_the_model_and_weights_beyond_the_share():
