@@ -358,6 +358,10 @@ def test_hand_run_carries_the_hardware_profile(fake_server, tmp_path: Path) -> N
     args = ["--base-url", srv.url, "--runs", "1", "--warmup", "0", "--concurrency", "none", "--output-tokens", "8"]
     rc, doc, _ = measure([*args, "--hardware", "dgx-spark"], tmp_path / "a.json")
     assert rc == 0
+    # the checkout's bandwidth probe ran before and after the run; without torch it says why
+    bw = doc["protocol"]["bandwidth"]
+    assert bw["command"].endswith("sparkbench/bandwidth/probe.py --device cuda") and bw["after"] is not None
+    assert bw["gbps"] is not None or "torch" in bw["reason"], bw
     spark = json.loads((REPO / "profiles" / "hardware" / "dgx-spark.json").read_text())
     assert doc["profile"]["hardware"] == spark and doc["profile"]["model"] is None
     assert doc["profile"]["hardware_file"] == str(REPO / "profiles" / "hardware" / "dgx-spark.json")
@@ -375,6 +379,29 @@ def test_hand_run_carries_the_hardware_profile(fake_server, tmp_path: Path) -> N
     # and a file path
     rc, doc, _ = measure([*args, "--hardware", str(tmp_path / "p" / "hardware" / "box.json")], tmp_path / "c.json")
     assert rc == 0 and doc["profile"]["hardware"]["name"] == "box"
+
+
+@pytest.mark.sim
+def test_a_hand_run_probes_the_bandwidth_before_and_after_with_the_command_given(fake_server, tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """--bandwidth-probe CMD: here the simulator's stand-in (a unit at efficiency 0.89 reads 0.89 x
+    273 x 0.85 GB/s), in protocol.bandwidth with the probe after it; 'off' runs none."""
+    srv = fake_server(OPENAI_GETS, lambda i, body: vllm_pieces(8))
+    args = ["--base-url", srv.url, "--runs", "1", "--warmup", "0", "--concurrency", "none", "--output-tokens", "8"]
+    monkeypatch.setenv("VLLM_SIM_EFFICIENCY", "0.89")
+    monkeypatch.setenv("VLLM_SIM_PROFILES_DIR", str(REPO / "profiles"))
+    stand_in = f"{sys.executable} {REPO / 'scripts' / 'vllm_sim'} bandwidth-probe"
+    rc, doc, stderr = measure([*args, "--bandwidth-probe", stand_in], tmp_path / "a.json")
+    assert rc == 0, stderr
+    bw = doc["protocol"]["bandwidth"]
+    assert bw["method"] == "simulated" and bw["gbps"] == pytest.approx(0.89 * 273 * 0.85, rel=0.05), bw
+    assert bw["after"]["gbps"] == pytest.approx(bw["gbps"], rel=0.05) and bw["drop"] is None
+    assert "bandwidth probe (before the run)" in stderr and "bandwidth probe (after the run)" in stderr
+    rc, doc, _ = measure([*args, "--bandwidth-probe", "off", "--hardware", "dgx-spark"], tmp_path / "b.json")
+    assert rc == 0 and "bandwidth" not in doc["protocol"]
+    rc, doc, _ = measure([*args, "--bandwidth-probe", "/no/such/probe"], tmp_path / "c.json")
+    assert rc == 0 and doc["protocol"]["bandwidth"]["gbps"] is None
+    assert "did not run" in doc["protocol"]["bandwidth"]["reason"]
 
 
 # ---- llama.cpp (synthetic streams in its documented format) ----------------------------------------

@@ -12,7 +12,8 @@
   one after it, and the drop between them (the ``bandwidth_drop`` flag with its cause).
 """
 
-from .block import DROP_SHARE, FLAG, bandwidth_block, drop_of, served, with_after, with_before
+from ..measure.bandwidth import DROP_SHARE, drop_of
+from .block import FLAG, bandwidth_block, served, with_after, with_before
 from .reading import BETWEEN_MAX_S, between, reading
 from .spec import PROGRAM, PROGRAM_NAME, probe_spec
 

@@ -24,9 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import health
+from ..measure.bandwidth import drop_of, drop_text
 
-#: A probe after the variant below this share of the probe before it marks the variant's figures.
-DROP_SHARE = 0.9
 #: The run-protocol flag of such a drop.
 FLAG = "bandwidth_drop"
 
@@ -57,25 +56,6 @@ def with_before(doc: dict[str, Any], before: Mapping[str, Any] | None) -> dict[s
     return {**doc, "protocol": {**_protocol(doc), "bandwidth": bandwidth_block(before)}}
 
 
-def _quartile(reading: Mapping[str, Any], key: str) -> float | None:
-    value = (reading.get("spread") or {}).get(key) if isinstance(reading.get("spread"), Mapping) else None
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def drop_of(before: Mapping[str, Any], after: Mapping[str, Any]) -> float | None:
-    """``after / before`` (the readings' ``gbps``) when it is below ``DROP_SHARE`` and the
-    quartiles, where both readings have them, do not overlap (``after.p75 < before.p25``); else
-    None (no drop, or a figure missing)."""
-    b, a = before.get("gbps"), after.get("gbps")
-    if not isinstance(b, (int, float)) or not isinstance(a, (int, float)) or b <= 0:
-        return None
-    share = a / b
-    upper, lower = _quartile(after, "p75"), _quartile(before, "p25")
-    if upper is not None and lower is not None and upper >= lower:
-        return None
-    return share if share < DROP_SHARE else None
-
-
 def cause(doc: Mapping[str, Any]) -> str | None:
     """What the document's telemetry names that slows a unit: its run-protocol flags (a capped
     clock, swapping, a GPU Xid, the OOM killer) and a temperature at or above ``health.HOT_C``."""
@@ -85,13 +65,6 @@ def cause(doc: Mapping[str, Any]) -> str | None:
     if temp is not None and temp >= health.HOT_C:
         named.append(f"temperature {temp:.0f} °C")
     return "; ".join(named) or None
-
-
-def drop_text(share: float, before_gbps: float, after_gbps: float, why: str | None) -> str:
-    """The flag's reason: the two figures, the share, and the cause (or that none is named)."""
-    text = (f"bandwidth fell from {before_gbps:.0f} to {after_gbps:.0f} GB/s ({share * 100:.0f} % of the probe "
-            "before) between the probes around this variant: its figures may come from a slow state")
-    return text + (f"; cause: {why}" if why else "; no telemetry of this run names a cause")
 
 
 def with_after(doc: dict[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:

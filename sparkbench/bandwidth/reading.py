@@ -14,10 +14,11 @@ after its last.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
+
+from ..measure.bandwidth import parse_output
 
 #: A probe that costs less than this many seconds also runs between variants.
 BETWEEN_MAX_S = 10.0
@@ -30,21 +31,6 @@ TAIL_CHARS = 300
 
 def _utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_output(text: Any) -> dict[str, Any] | None:
-    """The last line of ``text`` that is a JSON object with a ``gbps`` key, or None."""
-    for line in reversed(str(text or "").splitlines()):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and "gbps" in obj:
-            return obj
-    return None
 
 
 def _tail(text: Any) -> str:

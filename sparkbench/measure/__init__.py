@@ -16,7 +16,8 @@ The modules: ``options`` (the one option table), ``cli`` (parser and exit status
 level, errors, telemetry around phases), ``phases/`` (one module per phase, ``phases.PHASES`` the
 registry), ``document`` (the measured block of the result), and the checks' helpers (``quality``,
 ``sandbox``, ``tool_judge``, ``telemetry``, ``conditions``, ``metrics``, ``prompts``, ``profiles``,
-``workload``).
+``workload``, ``bandwidth`` (a hand run's bandwidth probe and the drop arithmetic every probe
+reading shares)).
 
 Definitions (docs/MEASUREMENT.md has the full text):
 

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING, Any
 
+from . import bandwidth as bandwidth_mod
 from .client import Endpoint
 from .common import SCHEMA_VERSION, SCRIPT_VERSION, clean_json, inf_str, redact, utc_now
 from .metrics import spec_delta, sum_spec_deltas
@@ -101,8 +102,10 @@ def telemetry_block(s: Session, tel: Telemetry) -> dict[str, Any]:
             "query": ",".join(tel.query), "gpu_names": tel.gpu_names, "phases": phases}
 
 
-def finish(s: Session, status: str, tel: Telemetry | None) -> dict[str, Any]:
-    """The document at the end of the run (JSON-clean: no NaN or infinity)."""
+def finish(s: Session, status: str, tel: Telemetry | None, bandwidth_after: dict[str, Any] | None = None
+           ) -> dict[str, Any]:
+    """The document at the end of the run (JSON-clean: no NaN or infinity); ``protocol.bandwidth``
+    from the hand run's probes (:mod:`.bandwidth`) when it ran them."""
     doc = s.doc
     doc["status"] = status
     doc["finished_at"] = utc_now()
@@ -112,6 +115,10 @@ def finish(s: Session, status: str, tel: Telemetry | None) -> dict[str, Any]:
     elif doc["telemetry"] is None:
         doc["telemetry_reason"] = s.telemetry_reason or "not measured"
     block = s.conditions.finish(tel, s.telemetry_reason)
+    if s.bandwidth_before:
+        block["bandwidth"] = bandwidth_mod.block(s.bandwidth_before, bandwidth_after)
+        if block["bandwidth"]["drop"]:
+            block["flags"].append({"code": "bandwidth_drop", "reason": block["bandwidth"]["drop"]["text"]})
     doc["protocol"] = block
     for fl in block["flags"]:
         s.warn(fl["code"], fl["reason"])

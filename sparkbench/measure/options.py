@@ -113,6 +113,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("hardware", "--hardware", "text", None, "hardware profile (a name in --profiles-dir, e.g. dgx-spark, or a "
        "JSON file): the result carries it as profile.hardware so the roofline can be computed", "run",
        setting=False, metavar="NAME|FILE"),
+    _o("bandwidth_probe", "--bandwidth-probe", "command", None, "command printing the bandwidth probe's JSON, run "
+       "before the first request and after the last into protocol.bandwidth (default with --hardware in the "
+       "checkout: python3 sparkbench/bandwidth/probe.py --device cuda, or cpu for a CPU profile; 'off' to skip)",
+       "run", setting=False, metavar="CMD"),
     _o("profiles_dir", "--profiles-dir", "text", None, "where --hardware names and model profiles are looked up "
        "(default: the checkout's profiles/, else the directory measure runs from)", "run", setting=False,
        metavar="DIR"),

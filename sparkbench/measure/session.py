@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from . import document, probe
+from . import bandwidth, document, probe
 from .client import Endpoint, stream_requests
 from .common import Abort, Unreachable, log
 from .conditions import RunConditions
@@ -55,6 +55,7 @@ class Session:
         self.tools_data: dict[str, Any] | None = None
         self.replay_data: list[dict[str, Any]] | None = None
         self.hardware: tuple[dict[str, Any], str] | None = None
+        self.bandwidth_before: dict[str, Any] | None = None  # the hand run's probe before its first request
         self.llamacpp = False  # the server looks like llama.cpp's llama-server
         self.server_slots: int | None = None
         self.warmup_prompt_tokens: int | None = None
@@ -224,6 +225,7 @@ class Session:
     def run(self) -> str:
         """Every enabled phase in order; returns the final status. Raises Unreachable/Abort/Interrupted."""
         self.conditions.start()
+        self.bandwidth_before = self._bandwidth_probe("before")
         probe.probe(self)
         self.telemetry, self.telemetry_reason = start_telemetry(self.args)
         mml = self.doc["server"]["max_model_len"]
@@ -240,8 +242,20 @@ class Session:
             log(f"incomplete: {why}")
         return "incomplete" if self.incomplete else "complete"
 
+    def _bandwidth_probe(self, when: str) -> dict[str, Any] | None:
+        """The bandwidth probe's reading (``--bandwidth-probe``, or the checkout's program with
+        ``--hardware``), None when there is no probe to run."""
+        command = self.args.bandwidth_probe or bandwidth.default_command(self.hardware[0] if self.hardware else None)
+        if not command or command.strip().lower() in ("off", "none"):
+            return None
+        log(f"bandwidth probe ({when} the run): {command}")
+        reading = bandwidth.run_probe(command)
+        log(f"bandwidth probe: {reading['gbps']} GB/s" if reading["gbps"] else f"bandwidth probe: {reading['reason']}")
+        return reading
+
     def finish(self, status: str) -> dict[str, Any]:
-        """The result document with its status, spec-decode, telemetry and run-condition blocks."""
+        """The result document with its status, spec-decode, telemetry, run-condition and bandwidth blocks."""
         tel, self.telemetry = self.telemetry, None
-        return document.finish(self, status, tel)
+        after = self._bandwidth_probe("after") if self.bandwidth_before else None
+        return document.finish(self, status, tel, after)
 
