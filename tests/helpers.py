@@ -47,4 +47,5 @@ def run_playbook(playbook: str | Path, *args: str, inventories: list[str | Path]
                  timeout: float = 600) -> subprocess.CompletedProcess:
     """Run a playbook from the repository's root to the end; stdout and stderr captured as text."""
     return subprocess.run(playbook_cmd(playbook, *args, inventories=inventories, limit=limit, lock=lock),
-                          cwd=REPO, capture_output=True, text=True, env=env or ansible_env(), timeout=timeout)
+                          cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env or ansible_env(),
+                          timeout=timeout)

@@ -164,8 +164,10 @@ class SshUnits:
     def ssh(self, host: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """Run ``command`` on a unit as its user, the way Ansible reaches it."""
         unit = self.units[host]
+        # stdin from /dev/null: ssh makes its stdin non-blocking, and a shared one would stay so for
+        # every later ansible-playbook of this worker (ansible-core refuses a non-blocking stdin)
         return subprocess.run(["ssh", *self.ssh_options(), "-p", str(self.port), f"{unit.user}@127.0.0.1", command],
-                              capture_output=True, text=True, timeout=timeout)
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
     def ssh_options(self) -> list[str]:
         return ["-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes",

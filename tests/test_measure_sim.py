@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -178,7 +179,11 @@ def test_single_stream_decode_within_1pct_of_server_truth(sim_factory, tmp_path:
     rates = [r["decode_tok_s"] for r in doc["single"]["runs"]]
     harmonic = len(rates) / sum(1 / r for r in rates)
     assert harmonic == pytest.approx(truth, rel=0.01)
-    assert doc["single"]["decode_tok_s_median"] == pytest.approx(truth, rel=0.01)
+    # the reported median is the runs' own; against the server's mean only where the runs are alike
+    # (bare): with MTP each run draws its own acceptances, so its rate differs from run to run
+    assert doc["single"]["decode_tok_s_median"] == pytest.approx(statistics.median(rates))
+    if spec is BARE:
+        assert doc["single"]["decode_tok_s_median"] == pytest.approx(truth, rel=0.01)
     if spec is MTP3:
         assert all(r["first_chunk_tokens"] >= 1 for r in doc["single"]["runs"])
         assert doc["spec_decode"]["mean_acceptance_length"] > 2

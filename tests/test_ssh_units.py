@@ -92,8 +92,10 @@ class Fleet:
     def run(self, line: str, *more: str, timeout: int = 400, env: dict | None = None,
             inventory: Path | None = None) -> subprocess.CompletedProcess:
         script = f". .venv/bin/activate && {self.command(line, *more, inventory=inventory)}"
+        # stdin from /dev/null: ansible-core refuses a non-blocking stdin, and ssh (an SSH
+        # connection Ansible keeps open with ControlPersist) leaves a stdin it shares non-blocking
         return subprocess.run(["bash", "-c", script], cwd=REPO, env={**self.env(), **(env or {})},
-                              capture_output=True, text=True, timeout=timeout)
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
     def accept_host_key(self, line: str) -> subprocess.CompletedProcess:
         """The README's `ssh -o StrictHostKeyChecking=accept-new spark@spark01.local true`, aimed at a unit."""
@@ -103,7 +105,7 @@ class Fleet:
         argv[target:target + 1] = ["-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "IdentitiesOnly=yes",
                                    "-o", "BatchMode=yes", "-i", str(self.units.key), "-p", str(self.units.port),
                                    f"{unit.user}@127.0.0.1"]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
