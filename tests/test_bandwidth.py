@@ -103,7 +103,7 @@ def plan_vars(tmp: Path, **extra) -> dict:
         out.update(yaml.safe_load((REPO / f).read_text()))
     out.update({"bench_run_id": "T", "bench_results_dir": str(tmp), "sparkbench_gpu_less": True,
                 "vllm_server_env": {"VLLM_SIM_EFFICIENCY": "0.89"}, "spark_host_hf_cache": "/cache",
-                "llm_bench_remote_dir": "/work/dir"}, **extra)
+                "llm_bench_remote_dir": "/opt/unit-work"}, **extra)
     return {k: v for k, v in out.items() if not (isinstance(v, str) and "{{" in v)}
 
 
@@ -119,11 +119,11 @@ def test_a_simulated_host_probes_with_the_stand_in_and_the_unit_knobs(tmp_path):
 def test_a_spark_probes_the_gpu_and_a_cpu_host_the_cpu_with_the_copied_program(tmp_path):
     gpu = plan.plan_host(plan_vars(tmp_path, sparkbench_gpu_less=False), "spark01")["probe"]
     assert gpu["kind"] == "cuda" and gpu["method"] == "torch-cuda-stream-read"
-    assert gpu["program"] == {"src": str(spec_mod.PROGRAM), "dest": "/work/dir/bandwidth_probe.py"}
+    assert gpu["program"] == {"src": str(spec_mod.PROGRAM), "dest": "/opt/unit-work/bandwidth_probe.py"}
     c = gpu["container"]
     assert c["entrypoint"] == ["python3"]
     assert c["command"] == ["/sparkbench-probe/bandwidth_probe.py", "--device", "cuda", "--buffer-mib", "1024"]
-    assert c["volumes"] == ["/work/dir/bandwidth_probe.py:/sparkbench-probe/bandwidth_probe.py:ro"]
+    assert c["volumes"] == ["/opt/unit-work/bandwidth_probe.py:/sparkbench-probe/bandwidth_probe.py:ro"]
     assert c["device_requests"] == [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
     cpu = plan.plan_host(plan_vars(tmp_path, spark_host_gpu_probe="none"), "cpu-real01")["probe"]
     assert cpu["kind"] == "cpu" and cpu["container"]["command"][1:] == ["--device", "cpu", "--buffer-mib", "512"]
