@@ -218,6 +218,8 @@ def vllm_argv(variant: Mapping[str, Any], host: str = "127.0.0.1", port: Any = 8
 def docker_run_line(container: Mapping[str, Any], secret_env: Sequence[str] = ()) -> str:
     """The ``docker run`` line equivalent to the container arguments, secrets ``<redacted>``."""
     parts = ["docker", "run", "-d", "--name", str(container["name"])]
+    if container.get("restart_policy") not in (None, "", "no"):  # a resident (sparkbench.serve)
+        parts += ["--restart", str(container["restart_policy"])]
     if container.get("network_mode") == "host":
         parts += ["--network", "host"]
     if container.get("ipc_mode") == "host":

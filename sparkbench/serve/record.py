@@ -1,0 +1,168 @@
+"""The deployment record: what runs as a resident, from which result, since when, what it replaced.
+
+One shape (``record``) for every outcome, ``state``:
+
+* ``deployed``   the resident serves (``canary``: the verdict against the source result, its
+  requests' decode rates as ``canary.samples``: the deployment's baseline for health.yml);
+* ``failed``     the deploy was rolled back (``failure``: ``stage`` ``start`` | ``canary`` |
+  ``promote`` | ``unreachable``, ``reason``, ``remedy``, ``log_excerpt``; ``left``: what runs on the
+  unit afterwards);
+* ``undeployed`` the resident was removed (``serve_state=absent``);
+* ``replaced``   a resident another deployment took the port of.
+
+Where it lies: on the controller ``<bench_results_dir>/.deployments/<host>/<variant>.json`` (the
+variant's current record; a failed deploy leaves it as it was) and every record also as
+``<host>/history/<when>-<variant>-<state>.json``; on the unit ``<serve_unit_dir>/<variant>.json``
+(``~/.sparkbench/residents``) while the resident is deployed. The folder is hidden so that run
+listings (``sparkbench.history``, the reports) never take it for a run. No secret enters a record:
+the command has secrets ``<redacted>`` and ``api_key`` says only whether a key is required.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..paths import write_atomic
+
+KIND = "sparkbench.deployment"
+STATES = ("deployed", "failed", "undeployed", "replaced")
+FOLDER = ".deployments"
+REMEDY = {
+    "start": "read the log excerpt (the candidate did not answer /health): the unit changed since the "
+             "measurement (image, model files, memory in use); fix it, or re-measure the variant on the unit",
+    "canary": "the service is slower than the result it was deployed from: check what else runs on the unit "
+              "(other residents, a capped clock: health.yml), then deploy again or re-measure the variant",
+    "promote": "read the reason; the previous resident was kept or started again: deploy again",
+    "unreachable": "make the unit answer (network, SSH), list its residents (serve.yml without serve_variant), "
+                   "then deploy again: a candidate left there is replaced",
+}
+
+
+def controller_dir(results_dir: str | Path, host: str) -> Path:
+    """``<bench_results_dir>/.deployments/<host>``."""
+    return Path(results_dir) / FOLDER / str(host)
+
+
+def record(dep: Mapping[str, Any], state: str, when: str, canary: Mapping[str, Any] | None = None,
+           failure: Mapping[str, Any] | None = None, left: str | None = None) -> dict[str, Any]:
+    """The record of ``dep`` (a deployment, ``sparkbench.serve.spec.on_unit``) in ``state``."""
+    if state not in STATES:
+        raise ValueError(f"deployment state {state!r} is not one of {', '.join(STATES)}")
+    src = dep.get("source") or {}
+    resident = dep.get("resident") or {}
+    out: dict[str, Any] = {
+        "kind": KIND, "state": state, "host": dep.get("host"), "variant": dep.get("variant"), "when": when,
+        "container": (dep.get("names") or {}).get("resident"), "port": dep.get("port"), "listen": dep.get("listen"),
+        "base_url": resident.get("base_url"), "api_key": bool(dep.get("api_key")),
+        "restart_policy": (resident.get("container") or {}).get("restart_policy"), "command": resident.get("command"),
+        "source": {k: src.get(k) for k in ("run", "path", "config_hash", "finished_at", "image", "image_id",
+                                            "image_digest", "model", "model_revision", "decode_tok_s_median")},
+        "placement": dep.get("placement"),
+        "previous": ({k: (dep["previous"] or {}).get(k) for k in ("name", "variant", "port", "run", "config_hash")}
+                     if dep.get("previous") else None),
+        "health_argv": dep.get("health_argv"),
+    }
+    if canary:
+        verdict = canary.get("verdict") or {}
+        out["canary"] = {"passed": bool(canary.get("passed")), "text": canary.get("text"),
+                         "reason": canary.get("reason"), "requests": canary.get("requests"),
+                         "decode_tok_s_median": canary.get("decode_tok_s_median"),
+                         "verdict": {k: verdict.get(k) for k in ("kind", "pct", "lo", "hi", "mdd_pct")} if verdict else None,
+                         "samples": list(canary.get("samples") or [])}
+    if failure:
+        stage = str(failure.get("stage") or "start")
+        out["failure"] = {"stage": stage, "reason": str(failure.get("reason") or f"failed at {stage}"),
+                          "remedy": str(failure.get("remedy") or REMEDY.get(stage, REMEDY["start"])),
+                          "log_excerpt": str(failure.get("log_excerpt") or "")[-4000:].strip()}
+        out["left"] = left
+    return out
+
+
+def left_behind(dep: Mapping[str, Any], stage: str, stopped_previous: bool, unreachable: bool) -> str:
+    """What runs on the unit after a failed deploy, in words."""
+    prev = dep.get("previous")
+    names = dep.get("names") or {}
+    if unreachable:
+        return (f"the unit stopped answering: {names.get('candidate')} may be left there"
+                + (f" and the previous resident {prev['name']} stopped" if prev and stopped_previous else "")
+                + "; the unit's deployment record is unchanged")
+    if prev:
+        how = "started again" if stopped_previous else "kept serving"
+        return (f"the candidate was removed; the previous resident {prev['name']} ({prev.get('variant')}, run "
+                f"{prev.get('run')}) {how} on port {prev.get('port')}")
+    return "the candidate was removed; no resident ran before, none runs now"
+
+
+def _stamp(when: str) -> str:
+    return "".join(c for c in str(when) if c.isalnum())
+
+
+def write(results_dir: str | Path, rec: Mapping[str, Any]) -> dict[str, str]:
+    """The record into the controller's folder: its history entry always, the variant's current
+    record unless the deploy failed; a deployment that replaced another variant's resident marks
+    that one's current record ``replaced``. Returns the paths written."""
+    base = controller_dir(results_dir, str(rec["host"]))
+    text = json.dumps(rec, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    history = base / "history" / f"{_stamp(rec['when'])}-{rec['variant']}-{rec['state']}.json"
+    paths = {"history": str(write_atomic(history, text.encode("utf-8")))}
+    if rec["state"] != "failed":
+        paths["current"] = str(write_atomic(base / f"{rec['variant']}.json", text.encode("utf-8")))
+    prev = rec.get("previous") or {}
+    if rec["state"] == "deployed" and prev.get("variant") and prev["variant"] != rec["variant"]:
+        old = load(base / f"{prev['variant']}.json")
+        if old and old.get("state") == "deployed":
+            replaced = {**old, "state": "replaced", "when": rec["when"], "replaced_by": rec["variant"]}
+            write_atomic(base / f"{prev['variant']}.json",
+                         (json.dumps(replaced, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+    return paths
+
+
+def load(path: str | Path) -> dict[str, Any] | None:
+    """A record file, or None when it is missing or not a record."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("kind") == KIND else None
+
+
+def deployed(results_dir: str | Path, host: str) -> list[dict[str, Any]]:
+    """The host's current records in state ``deployed`` (by variant name)."""
+    base = controller_dir(results_dir, host)
+    found = [load(p) for p in sorted(base.glob("*.json"))] if base.is_dir() else []
+    return [r for r in found if r and r.get("state") == "deployed"]
+
+
+def undeployed(rec: Mapping[str, Any], when: str) -> dict[str, Any]:
+    """The current record of a resident that was removed."""
+    return {**rec, "state": "undeployed", "when": when, "deployed_at": rec.get("when")}
+
+
+def residents(containers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The unit's resident and candidate containers (``community.docker.docker_host_info``'s
+    verbose container list, labelled ``sparkbench.resident``) as ``{name, variant, role, port, run,
+    config_hash, running, status}``, by name."""
+    out = []
+    for c in containers or []:
+        labels = c.get("Labels") or {}
+        if "sparkbench.resident" not in labels:
+            continue
+        name = str((c.get("Names") or ["?"])[0]).lstrip("/")
+        out.append({"name": name, "variant": labels.get("sparkbench.resident"), "role": labels.get("sparkbench.role"),
+                    "port": labels.get("sparkbench.port"), "run": labels.get("sparkbench.run"),
+                    "config_hash": labels.get("sparkbench.config_hash"),
+                    "listen": labels.get("sparkbench.listen"), "running": c.get("State") == "running",
+                    "status": str(c.get("Status") or c.get("State") or "")})
+    return sorted(out, key=lambda r: r["name"])
+
+
+def listing(host: str, found: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per resident of ``host`` (``residents``), or a line saying there is none."""
+    if not found:
+        return [f"{host}: no resident"]
+    return [f"{host}: {r['name']} — {r['variant']} from run {r['run']} on port {r['port']} "
+            f"({r['status'] or ('running' if r['running'] else 'stopped')}; config hash {str(r['config_hash'])[:12]})"
+            for r in found]

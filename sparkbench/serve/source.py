@@ -1,0 +1,122 @@
+"""Which result a deployment comes from, and whether it can be served exactly as measured.
+
+``find(results_dir, host, variant, run)`` reads ``<results_dir>/<run>/<host>/<variant>.json``:
+the named run's (``serve_run``), else the newest run where that variant is complete on that host
+(newest by the document's ``finished_at``, then by run id). ``source(doc, path, run)`` checks the
+document and returns what the deployment needs of it:
+
+* ``status`` complete (a failed or incomplete result has no figures to hold the service to);
+* one unit's container (a cluster variant runs inside a Ray cluster: not a resident);
+* the configuration hash recomputed from the recorded launch (argv, image, environment, secret
+  names) and the measurement settings (``sparkbench.launch.config_hash``) equals the recorded
+  ``config_hash``: the resident gets exactly those flags, image and environment;
+* at least ``verdict.MIN_REQUESTS`` valid single-stream requests (the canary's baseline).
+
+Every refusal raises ``InputError`` naming the field and the fix, before the unit is touched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .. import verdict as verdict_mod
+from ..errors import InputError
+from ..launch import config_hash
+from ..paths import result_path
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def runs_with(results_dir: str | Path, host: str, variant: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(run id, document)`` of every run holding ``<host>/<variant>.json``, newest first."""
+    base = Path(results_dir)
+    found = []
+    for path in base.glob(f"*/{host}/{variant}.json") if base.is_dir() else []:
+        doc = _load(path)
+        if doc is not None:
+            found.append((path.parent.parent.name, doc))
+    return sorted(found, key=lambda rd: (str(rd[1].get("finished_at") or ""), rd[0]), reverse=True)
+
+
+def find(results_dir: str | Path, host: str, variant: str, run: str | None = None) -> tuple[str, Path, dict[str, Any]]:
+    """``(run id, path, document)`` of the result to deploy; ``InputError`` when there is none."""
+    if not variant:
+        raise InputError("serve_variant is not set: name the measured variant to deploy, e.g. "
+                         "-e serve_variant=nvidia-bare (its result must be under bench_results_dir/<run>/<host>/)")
+    if run:
+        path = result_path(results_dir, run, host, variant)
+        doc = _load(path)
+        if doc is None:
+            others = [r for r, d in runs_with(results_dir, host, variant) if d.get("status") == "complete"]
+            hint = (f"runs where {variant} is complete on {host}: {', '.join(others[:5])}" if others
+                    else f"no run in {results_dir} has {variant} complete on {host}")
+            raise InputError(f"serve_run={run}: no result {path} (bench_results_dir={results_dir}); {hint}; "
+                             "set serve_run to one of them, or leave it unset for the newest")
+        return run, path, doc
+    for run_id, doc in runs_with(results_dir, host, variant):
+        if doc.get("status") == "complete":
+            return run_id, result_path(results_dir, run_id, host, variant), doc
+    raise InputError(f"serve_variant={variant}: no complete result of {variant} on {host} in bench_results_dir="
+                     f"{results_dir} (looked for <run>/{host}/{variant}.json); measure it first "
+                     f"(ansible-playbook bench.yml -l {host} -e '{{\"bench_select\": [\"{variant}\"]}}'), "
+                     "or point bench_results_dir at the folder that holds it")
+
+
+def recorded_hash(doc: Mapping[str, Any]) -> str:
+    """The configuration hash of the document's recorded launch and measurement settings."""
+    launch = doc.get("launch") or {}
+    manifest = doc.get("manifest") or {}
+    spec = {"argv": launch.get("argv") or [], "image": manifest.get("image") or (doc.get("variant") or {}).get("image"),
+            "env": launch.get("env") or {}, "secret_env": launch.get("secret_env") or []}
+    return config_hash(spec, manifest.get("settings") or {})
+
+
+def source(doc: Mapping[str, Any], path: str | Path, run: str) -> dict[str, Any]:
+    """What a deployment takes from the result document (see the module docstring)."""
+    where = f"result {path}"
+    if doc.get("status") != "complete":
+        why = (doc.get("failure") or {}).get("reason") or f"status {doc.get('status')!r}"
+        raise InputError(f"{where} is not complete ({why}): a deployment needs the figures it is held to; "
+                         "set serve_run to a run where the variant is complete, or leave it unset for the newest")
+    if doc.get("cluster"):
+        raise InputError(f"{where} is a cluster variant (vllm serve inside a Ray cluster): serve.yml deploys one "
+                         "unit's container; deploy a single-unit variant")
+    launch = doc.get("launch") or {}
+    manifest = doc.get("manifest") or {}
+    if not launch.get("argv") or not manifest.get("image") or not isinstance(manifest.get("settings"), Mapping):
+        raise InputError(f"{where} has no launch.argv, manifest.image or manifest.settings (written by an older "
+                         "sparkbench): re-measure the variant with bench.yml -e bench_force=true")
+    digest = recorded_hash(doc)
+    if digest != doc.get("config_hash"):
+        raise InputError(f"{where}: config_hash {doc.get('config_hash')} does not match its launch and settings "
+                         f"({digest}): the document was changed after it was measured; re-measure the variant "
+                         "(bench.yml -e bench_force=true) rather than editing a result")
+    samples = verdict_mod.samples(dict(doc), "single")
+    if len(samples) < verdict_mod.MIN_REQUESTS:
+        raise InputError(f"{where} has {len(samples)} valid single-stream requests (single.runs); the canary's "
+                         f"verdict needs {verdict_mod.MIN_REQUESTS}: re-measure with llm_bench_runs >= "
+                         f"{verdict_mod.MIN_REQUESTS} (bench.yml -e llm_bench_runs={verdict_mod.MIN_REQUESTS} "
+                         "-e bench_force=true)")
+    variant = doc.get("variant") or {}
+    return {
+        "run": str(run), "path": str(path), "host": str(doc.get("host") or ""), "variant": str(variant.get("name")),
+        "config_hash": digest, "finished_at": doc.get("finished_at"),
+        "model": str(variant.get("model") or manifest.get("model") or ""),
+        "model_revision": manifest.get("model_revision"), "image": str(manifest["image"]),
+        "image_id": manifest.get("image_id"), "image_digest": manifest.get("image_digest"),
+        "argv": [str(a) for a in launch["argv"]], "env": dict(launch.get("env") or {}),
+        "secret_env": list(launch.get("secret_env") or []), "settings": dict(manifest["settings"]),
+        "samples": samples, "decode_tok_s_median": (doc.get("single") or {}).get("decode_tok_s_median"),
+        "simulated": bool(doc.get("simulated")), "backend": manifest.get("backend"),
+        "hardware": dict((doc.get("profile") or {}).get("hardware") or {}),
+        "model_memory_gib": (doc.get("server_startup") or {}).get("model_memory_gib"),
+    }

@@ -1,0 +1,329 @@
+"""The deployment of one result: serve settings, the resident's container, the canary, placement.
+
+``settings(variables)`` reads the serve variables (``VARIABLES``: name → default) and refuses bad
+input naming the variable and the fix. ``deployment(src, settings, host)`` builds, from the checked
+source (``sparkbench.serve.source``), before the unit is touched:
+
+* ``resident``: the container that keeps serving, ``<serve_container_prefix>-<variant>``
+  (``sparkbench-resident-<variant>``): the recorded argv with ``--host``/``--port`` set to
+  ``serve_listen``/``serve_port``, the recorded image and environment (the configuration hash is
+  unchanged but for the address), host network and IPC, the unit's cache folders, restart policy
+  ``unless-stopped``, a health check, labels that name the variant, run, hash and port; its
+  ``docker run`` line (secrets ``<redacted>``) is what ``--check`` prints;
+* ``candidate``: the same container under ``<serve_candidate_prefix>-<variant>`` on
+  ``serve_candidate_port`` (started beside a previous resident) or on ``serve_port``;
+* the canary's settings: the source's measurement settings, single stream only, ``serve_canary_runs``
+  (≥ ``verdict.MIN_REQUESTS``) requests, no target precision.
+
+``on_unit(dep, home, residents, meminfo)`` completes it once the unit has answered: the cache folders
+below the unit's home, the previous resident (``residents``: the unit's containers labelled
+``sparkbench.resident``), where the candidate starts (``placement``) and the canary's measure
+command line against it.
+
+Placement: without a previous resident the candidate starts on ``serve_port`` (``fresh``); with one,
+``beside`` it on ``serve_candidate_port`` when the unit's available memory holds the candidate's
+need plus ``HEADROOM_GIB`` (``serve_beside: auto``; ``true`` / ``false`` force either), else in its
+place (``replace``: the previous resident is stopped first and started again when the deploy fails).
+The need: a simulator ``SIMULATOR_GIB``; a GPU unit ``--gpu-memory-utilization`` (vLLM's default
+0.9) × the hardware profile's ``unified_memory_gb``; a CPU unit the measured model memory plus
+``VLLM_CPU_KVCACHE_SPACE`` (GiB, default ``CPU_KV_DEFAULT_GIB``) plus ``CPU_OVERHEAD_GIB``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import settings as settings_mod
+from .. import verdict as verdict_mod
+from ..errors import InputError
+from ..launch import UNIT_HOME, cache_volumes, docker_run_line, resolve_unit_path, unit_caches, unresolved_message
+from ..plan import BRACKET_SETTINGS, LOOPBACK, measure_command, probe_commands
+
+#: The serve variables and their defaults (inventory/group_vars/all/serve.yml sets the same).
+VARIABLES: dict[str, Any] = {
+    "serve_variant": "",
+    "serve_run": "",
+    "serve_port": 8080,
+    "serve_state": "present",
+    "serve_listen": "127.0.0.1",
+    "serve_api_key": "",
+    "serve_candidate_port": "",
+    "serve_beside": "auto",
+    "serve_canary_runs": verdict_mod.MIN_REQUESTS,
+    "serve_slower_pct": 5.0,
+    "serve_container_prefix": "sparkbench-resident",
+    "serve_candidate_prefix": "sparkbench-candidate",
+    "serve_unit_dir": "",
+    "bench_results_dir": "",
+    "vllm_server_port": 8000,
+    "vllm_server_ready_timeout_s": 900,
+    "vllm_server_api_key": "",
+    "spark_host_hf_token": "",
+    "sparkbench_hf_token": "",
+    "spark_host_hf_cache": "",
+    "spark_host_vllm_cache": "",
+    "spark_host_flashinfer_cache": "",
+    "sparkbench_gpu_less": False,
+    "spark_host_gpu_probe": "",
+    "llm_bench_python": "python3",
+    "llm_bench_remote_dir": "",
+}
+STATES = ("present", "absent")
+SIMULATOR_GIB = 0.5
+VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+CPU_KV_DEFAULT_GIB = 4.0
+CPU_OVERHEAD_GIB = 2.0
+HEADROOM_GIB = 2.0
+RESTART_POLICY = "unless-stopped"
+#: Where a unit keeps its deployment records, below the remote user's home.
+UNIT_DIR_BELOW_HOME = ".sparkbench/residents"
+
+
+def _bool(value: Any) -> bool:
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _port(name: str, value: Any) -> int:
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} is {value!r}, not a port number; set it to e.g. 8080") from None
+    if not 0 < port < 65536:
+        raise InputError(f"{name} is {port}, outside 1-65535; set it to e.g. 8080")
+    return port
+
+
+def settings(variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The serve settings, checked (see ``VARIABLES``)."""
+    v = {k: (variables.get(k) if variables.get(k) is not None else d) for k, d in VARIABLES.items()}
+    state = str(v["serve_state"] or "present").strip()
+    if state not in STATES:
+        raise InputError(f"serve_state is {state!r}; set it to present (deploy) or absent (undeploy)")
+    port = _port("serve_port", v["serve_port"])
+    bench_port = _port("vllm_server_port", v["vllm_server_port"])
+    candidate = _port("serve_candidate_port", v["serve_candidate_port"] or port + 1)
+    if port == bench_port:
+        raise InputError(f"serve_port {port} is the port bench.yml serves variants on (vllm_server_port): a bench "
+                         "run would collide with the resident; choose another serve_port")
+    if candidate in (port, bench_port):
+        raise InputError(f"serve_candidate_port {candidate} is serve_port or vllm_server_port; choose a free port")
+    listen = str(v["serve_listen"] or "127.0.0.1").strip()
+    api_key = str(v["serve_api_key"] or v["vllm_server_api_key"] or "")
+    if listen not in LOOPBACK and not api_key:
+        raise InputError(f"serve_listen is {listen}: the API would answer beyond this unit without a key; set "
+                         "serve_api_key (a vault variable: vault_serve_api_key in an ansible-vault file) or keep "
+                         "serve_listen=127.0.0.1")
+    beside = str(v["serve_beside"]).strip().lower()
+    if beside not in ("auto", "true", "false", "yes", "no"):
+        raise InputError(f"serve_beside is {beside!r}; set it to auto, true or false")
+    try:
+        runs = int(v["serve_canary_runs"])
+        slower = float(v["serve_slower_pct"])
+    except (TypeError, ValueError):
+        raise InputError("serve_canary_runs must be a whole number and serve_slower_pct a number of percent") from None
+    if runs < verdict_mod.MIN_REQUESTS:
+        raise InputError(f"serve_canary_runs is {runs}; the canary's verdict needs {verdict_mod.MIN_REQUESTS} "
+                         f"requests: set serve_canary_runs: {verdict_mod.MIN_REQUESTS}")
+    secret_env = []
+    if str(v["spark_host_hf_token"] or v["sparkbench_hf_token"] or ""):
+        secret_env.append("HF_TOKEN")
+    if api_key:
+        secret_env.append("VLLM_API_KEY")
+    return {**v, "serve_state": state, "serve_port": port, "serve_candidate_port": candidate, "serve_listen": listen,
+            "serve_beside": "auto" if beside == "auto" else ("true" if _bool(beside) else "false"),
+            "serve_canary_runs": runs, "serve_slower_pct": slower, "api_key": bool(api_key), "secret_env": secret_env,
+            "serve_variant": str(v["serve_variant"] or "").strip(), "serve_run": str(v["serve_run"] or "").strip()}
+
+
+def with_address(argv: Sequence[str], host: str, port: int) -> list[str]:
+    """``argv`` with the values of ``--host`` and ``--port`` replaced (added when missing)."""
+    out = [str(a) for a in argv]
+    for flag, value in (("--host", host), ("--port", str(port))):
+        if flag in out[:-1]:
+            out[out.index(flag) + 1] = value
+        else:
+            out[1:1] = [flag, value]
+    return out
+
+
+def _reach(listen: str) -> str:
+    """The address the unit itself reaches a server listening on ``listen`` at."""
+    return "127.0.0.1" if listen in ("0.0.0.0", "::", "") else listen
+
+
+def container(src: Mapping[str, Any], s: Mapping[str, Any], name: str, port: int, role: str,
+              caches: Mapping[str, str]) -> dict[str, Any]:
+    """One container of the deployment (resident or candidate) with its ``docker run`` line."""
+    reach = _reach(s["serve_listen"])
+    spec = {
+        "name": name, "image": src["image"], "command": with_address(src["argv"], s["serve_listen"], port),
+        "network_mode": "host", "ipc_mode": "host", "volumes": cache_volumes(caches), "env": dict(src["env"]),
+        "device_requests": (None if _bool(s["sparkbench_gpu_less"])
+                            else [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]),
+        "restart_policy": RESTART_POLICY,
+        "labels": {"sparkbench.resident": src["variant"], "sparkbench.role": role, "sparkbench.run": src["run"],
+                   "sparkbench.config_hash": src["config_hash"], "sparkbench.port": str(port),
+                   "sparkbench.listen": s["serve_listen"]},
+        "healthcheck": {"test": ["CMD", "python3", "-c",
+                                 f"import urllib.request; urllib.request.urlopen('http://{reach}:{port}/health', timeout=5)"],
+                        "interval": "30s", "timeout": "10s", "retries": 3,
+                        "start_period": f"{int(float(s['vllm_server_ready_timeout_s']))}s"},
+    }
+    return {"container": spec, "port": port, "base_url": f"http://{reach}:{port}",
+            "health_url": f"http://{reach}:{port}/health", "command": docker_run_line(spec, s["secret_env"]),
+            "unresolved": unresolved_message(caches, f"container {name}")}
+
+
+def canary_settings(src: Mapping[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:
+    """The source's measurement settings, single stream only, ``serve_canary_runs`` requests."""
+    out = {**src["settings"], **BRACKET_SETTINGS}
+    out.update(runs=max(int(s["serve_canary_runs"]), verdict_mod.MIN_REQUESTS), target_precision_pct=None, max_runs=None)
+    return settings_mod.normalize(out)
+
+
+def names(s: Mapping[str, Any], variant: str) -> dict[str, str]:
+    """The deployment's container names: resident, candidate, and where a previous resident of the
+    same variant waits while its successor is tried (``stash``)."""
+    return {"resident": f"{s['serve_container_prefix']}-{variant}",
+            "candidate": f"{s['serve_candidate_prefix']}-{variant}",
+            "stash": f"{s['serve_container_prefix']}-previous-{variant}"}
+
+
+def deployment(src: Mapping[str, Any], s: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """The deployment before the unit has answered (cache folders below ``<unit home>``)."""
+    caches = unit_caches(s)
+    n = names(s, src["variant"])
+    resident = container(src, s, n["resident"], s["serve_port"], "resident", caches)
+    return {
+        "host": host, "variant": src["variant"], "source": {k: v for k, v in src.items() if k != "samples"},
+        "baseline": list(src["samples"]), "names": n, "port": s["serve_port"], "listen": s["serve_listen"],
+        "candidate_port": s["serve_candidate_port"], "api_key": s["api_key"], "caches": caches,
+        "resident": resident, "canary_settings": canary_settings(src, s), "slower_pct": s["serve_slower_pct"],
+        "summary": [f"deploy {src['variant']} on {host} from run {src['run']} ({src['path']}; config hash "
+                    f"{src['config_hash'][:12]}, measured {float(src['decode_tok_s_median'] or 0):.1f} tok/s single stream)",
+                    f"command: {resident['command']}",
+                    f"restart policy {RESTART_POLICY}; listens on {s['serve_listen']}:{s['serve_port']}"
+                    + ("; API key required" if s["api_key"] else "")],
+    }
+
+
+def need_gib(src: Mapping[str, Any]) -> tuple[float, str]:
+    """The candidate's memory need in GiB and how it was reckoned (see the module docstring)."""
+    if src.get("simulated"):
+        return SIMULATOR_GIB, "a simulator"
+    hw = src.get("hardware") or {}
+    argv = list(src.get("argv") or [])
+    if hw.get("unified_memory_gb") and hw.get("device") != "cpu":
+        share = VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+        if "--gpu-memory-utilization" in argv[:-1]:
+            share = float(argv[argv.index("--gpu-memory-utilization") + 1])
+        return share * float(hw["unified_memory_gb"]), f"--gpu-memory-utilization {share:g} of {hw['unified_memory_gb']} GB"
+    kv = float((src.get("env") or {}).get("VLLM_CPU_KVCACHE_SPACE") or CPU_KV_DEFAULT_GIB)
+    model = float(src.get("model_memory_gib") or 0.0)
+    return model + kv + CPU_OVERHEAD_GIB, f"model {model:g} GiB + KV cache {kv:g} GiB + {CPU_OVERHEAD_GIB:g} GiB"
+
+
+def available_gib(meminfo: str) -> float | None:
+    """MemAvailable of ``/proc/meminfo`` in GiB, None when it is not there."""
+    for line in str(meminfo or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / (1024 * 1024)
+    return None
+
+
+def previous_resident(residents: Sequence[Mapping[str, Any]], s: Mapping[str, Any], variant: str) -> dict[str, Any] | None:
+    """The resident this deployment replaces: the one of the same variant or on ``serve_port``
+    (``residents``: ``{name, variant, port, run, config_hash, running}`` of the unit's containers)."""
+    prefix = f"{s['serve_container_prefix']}-"
+    ours = [r for r in residents if str(r.get("name", "")).startswith(prefix)
+            and not str(r.get("name", "")).startswith(prefix + "previous-")]
+    hits = {r["name"]: r for r in ours if r.get("variant") == variant or str(r.get("port")) == str(s["serve_port"])}
+    if len(hits) > 1:
+        raise InputError(f"serve_port {s['serve_port']} is held by {', '.join(sorted(hits))}, and {variant} runs as "
+                         "another of them: undeploy one (serve_state=absent) or choose the port the variant runs on")
+    return dict(next(iter(hits.values()))) if hits else None
+
+
+def placement(dep: Mapping[str, Any], previous: Mapping[str, Any] | None, meminfo: str, beside: str) -> dict[str, Any]:
+    """Where the candidate starts: ``fresh`` / ``beside`` / ``replace`` with the numbers that decided."""
+    need, how = need_gib(dep["source"])
+    avail = available_gib(meminfo)
+    out = {"need_gib": round(need, 2), "need": how, "available_gib": None if avail is None else round(avail, 2),
+           "headroom_gib": HEADROOM_GIB}
+    if previous is None:
+        return {**out, "mode": "fresh", "reason": "no resident to replace: the candidate starts on serve_port"}
+    if beside == "false":
+        return {**out, "mode": "replace", "reason": "serve_beside=false: the previous resident is stopped first"}
+    if beside == "true":
+        return {**out, "mode": "beside", "reason": "serve_beside=true: the candidate starts beside the previous resident"}
+    if avail is not None and need + HEADROOM_GIB <= avail:
+        return {**out, "mode": "beside", "reason": f"{need:.1f} GiB needed ({how}) + {HEADROOM_GIB:g} GiB headroom "
+                                                    f"fit in {avail:.1f} GiB available: beside the previous resident"}
+    shown = "unknown" if avail is None else f"{avail:.1f} GiB"
+    return {**out, "mode": "replace", "reason": f"{need:.1f} GiB needed ({how}) + {HEADROOM_GIB:g} GiB headroom do not "
+                                                f"fit in {shown} available: the previous resident is stopped first"}
+
+
+def unit_records_dir(s: Mapping[str, Any], home: Any) -> str:
+    """Where the unit keeps its deployment records: ``serve_unit_dir`` (absolute, or ``~/…`` below
+    the remote user's home), default ``~/.sparkbench/residents``."""
+    raw = str(s["serve_unit_dir"] or "").strip() or f"~/{UNIT_DIR_BELOW_HOME}"
+    if raw == "~" or raw.startswith("~/"):
+        raw = UNIT_HOME + raw[1:]
+    if not raw.startswith("/") and not raw.startswith(UNIT_HOME):
+        raise InputError(f"serve_unit_dir is {raw!r}: set an absolute path on the unit or ~/… below its home")
+    return resolve_unit_path(raw, home)
+
+
+def image_problem(src: Mapping[str, Any], image_id: Any) -> str:
+    """Why the unit's image is not the measured one ("" when it is, or when no id was recorded)."""
+    want = src.get("image_id")
+    if not want:
+        return ""
+    if not image_id:
+        return (f"image {src['image']} is not on the unit (measured as {want}): pull or build that image there "
+                "(bench.yml provisions it), then deploy again")
+    if str(image_id) != str(want):
+        return (f"image {src['image']} on the unit is {image_id}, not the measured {want}: the tag moved since the "
+                "measurement; put the measured image back (docker pull by digest) or re-measure the variant")
+    return ""
+
+
+def on_unit(dep: Mapping[str, Any], s: Mapping[str, Any], home: Any, residents: Sequence[Mapping[str, Any]],
+            meminfo: str, image_id: Any = None) -> dict[str, Any]:
+    """The deployment completed with what the unit answered (see the module docstring); the unit's
+    image id of the source's image (``image_id``) must be the measured one."""
+    problem = image_problem(dep["source"], image_id)
+    if problem:
+        raise InputError(problem)
+    caches = {k: resolve_unit_path(str(p), home) for k, p in dep["caches"].items()}
+    src = {**dep["source"], "samples": dep["baseline"]}
+    n = dep["names"]
+    previous = previous_resident(residents, s, dep["variant"])
+    place = placement(dep, previous, meminfo, s["serve_beside"])
+    cand_port = s["serve_candidate_port"] if place["mode"] == "beside" else s["serve_port"]
+    candidate = container(src, s, n["candidate"], cand_port, "candidate", caches)
+    resident = container(src, s, n["resident"], s["serve_port"], "resident", caches)
+    for c in (candidate, resident):
+        if c["unresolved"]:
+            raise InputError(c["unresolved"])
+    remote_dir = str(s["llm_bench_remote_dir"] or f"/tmp/sparkbench-{dep['host']}")
+    unit_dir = unit_records_dir(s, home)
+    probes = probe_commands(s, n["candidate"])
+    argv = settings_mod.measure_argv(
+        dep["canary_settings"], python=measure_command(s, remote_dir), base_url=candidate["base_url"],
+        model=src["model"], quality_file=f"{remote_dir}/quality.json", tools_file=f"{remote_dir}/tools.json",
+        sandbox_image=src["image"], **probes)
+    # health.yml's canary of the resident (the same settings against serve_port).
+    health_argv = settings_mod.measure_argv(
+        dep["canary_settings"], python=measure_command(s, remote_dir), base_url=resident["base_url"],
+        model=src["model"], quality_file=f"{remote_dir}/quality.json", tools_file=f"{remote_dir}/tools.json",
+        sandbox_image=src["image"], **probe_commands(s, n["resident"]))
+    if previous is not None:
+        previous["stash"] = n["stash"] if previous["name"] == n["resident"] else previous["name"]
+        previous["health_url"] = f"http://{_reach(str(previous.get('listen') or ''))}:{previous['port']}/health"
+    return {**dep, "caches": caches, "candidate": candidate, "resident": resident, "previous": previous,
+            "placement": place, "promote": "restart" if place["mode"] == "beside" else "rename",
+            "canary_argv": argv, "health_argv": health_argv, "remote_dir": remote_dir, "unit_dir": unit_dir,
+            "unit_record": f"{unit_dir}/{dep['variant']}.json"}
