@@ -269,6 +269,7 @@ SHARED_GROUPS = {
     "test_real_vllm_serving": "real_vllm",
     "test_real_vllm_e2e": "real_vllm",
     "test_compile_cache": "real_vllm",
+    "test_serve_real": "real_vllm",
 }
 #: Groups handed to the workers first, longest first (serial minutes measured on 2 cores; make test passes
 #: --no-loadscope-reorder so that pytest-xdist keeps this order), so that no

@@ -1,0 +1,238 @@
+"""``playbooks/serve.yml`` on a simulated unit (real Docker, real simulator image), end to end.
+
+One bench.yml run measures ``nvidia-bare`` (the baseline), then serve.yml, in order:
+
+- ``--check`` prints the resident's command and starts nothing; a run that names no result fails
+  before the unit is touched, naming ``serve_run`` and the fix;
+- a deploy whose canary passes: ``sparkbench-resident``-style container on ``serve_port`` with its
+  restart policy, health check and labels, the deployment record on the controller and on the unit;
+- listing the unit's residents;
+- a slowed unit (the simulator's hardware profile, read from the unit's mounted cache folder, at
+  a third of its bandwidth: the launch spec and so the configuration hash are unchanged) with
+  ``serve_beside=false``: the previous resident is stopped, the candidate's canary "differs" and is
+  slower by more than 5 %, the deploy fails, the previous resident is started again (same
+  container), a failure record says why;
+- an unhealthy start beside the previous resident (the candidate's port is held, so it cannot
+  bind): the previous resident is never stopped, the candidate is removed;
+- a unit that does not answer (SSH to a closed port): the deploy fails at stage ``unreachable`` and
+  the controller's failure record says what may be left there;
+- undeploy.
+
+Ports 19400-19499 by process id; containers carry a per-session prefix and are removed at teardown.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import image_present
+from helpers import REPO, ansible_env, playbook_cmd
+
+IMAGE = "sparkbench/vllm-sim:v0.25.0"
+HOST = "srv-sim01"
+FAR = "srv-far01"
+VARIANT = "nvidia-bare"
+_BASE = 19400 + 4 * (os.getpid() % 25)  # 19400-19499
+BENCH_PORT, SERVE_PORT, CANDIDATE_PORT = _BASE, _BASE + 1, _BASE + 2
+
+pytestmark = [pytest.mark.skipif(not image_present(IMAGE), reason=f"Docker engine or {IMAGE} missing: run make setup"),
+              pytest.mark.sim, pytest.mark.ansible]
+
+
+def containers(prefix: str) -> dict[str, dict]:
+    """``docker inspect`` of every container whose name starts with ``prefix``."""
+    names = subprocess.run(["docker", "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    names = [n for n in names if n.startswith(prefix)]
+    if not names:
+        return {}
+    out = json.loads(subprocess.run(["docker", "inspect", *names], capture_output=True, text=True, check=True).stdout)
+    return {c["Name"].lstrip("/"): c for c in out}
+
+
+@pytest.fixture(scope="module")
+def unit(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("serve")
+    prefix = f"sbtest-sv{os.getpid()}"
+    # The simulator reads its profiles from the unit's Hugging Face cache folder (mounted), so the
+    # test can slow the "unit" without touching the launch spec.
+    shutil.copytree(REPO / "profiles", tmp / "hf" / "sim-profiles")
+    inv = {"all": {"children": {"sparks": {"children": {"sim_sparks": {"hosts": {
+        HOST: {"vllm_server_port": BENCH_PORT},
+        FAR: {"vllm_server_port": BENCH_PORT, "ansible_connection": "ssh", "ansible_host": "127.0.0.1",
+              "ansible_port": 1, "ansible_user": "nobody", "ansible_python_interpreter": "/usr/bin/python3"}}}}}}}}
+    (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
+    common = {
+        "bench_results_dir": str(tmp / "results"), "spark_host_hf_cache": str(tmp / "hf"),
+        "spark_host_vllm_cache": str(tmp / "vllm"), "spark_host_flashinfer_cache": str(tmp / "flashinfer"),
+        "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "1", "VLLM_SIM_SPEEDUP": "2",
+                                      "VLLM_SIM_PROFILES_DIR": "/root/.cache/huggingface/sim-profiles"},
+        "llm_bench_remote_dir": str(tmp / "work-{{ inventory_hostname }}"),
+        "serve_port": SERVE_PORT, "serve_candidate_port": CANDIDATE_PORT,
+        "serve_container_prefix": f"{prefix}-resident", "serve_candidate_prefix": f"{prefix}-candidate",
+        "serve_unit_dir": str(tmp / "unit-records"), "vllm_server_ready_timeout_s": 60,
+    }
+    bench = {**common, "bench_run_id": "R1", "bench_bracket": False, "bench_bandwidth_probe": False,
+             "vllm_server_container_prefix": prefix,
+             "spark_host_probe_container": prefix + "-probe-{{ inventory_hostname }}",
+             "spark_host_download_container": prefix + "-download-{{ inventory_hostname }}",
+             "bench_select": [VARIANT], "llm_bench_output_tokens": 64, "llm_bench_runs": 5, "llm_bench_warmup": 0,
+             "llm_bench_concurrency": [], "llm_bench_quality": False, "llm_bench_image": False}
+    (tmp / "common.yml").write_text(yaml.safe_dump(common))
+    (tmp / "bench.yml").write_text(yaml.safe_dump(bench))
+
+    def play(playbook: str, *args: str, limit: str = HOST) -> subprocess.CompletedProcess:
+        cmd = playbook_cmd(playbook, "-e", f"@{tmp / 'common.yml'}", *args, limit=limit,
+                           inventories=[REPO / "inventory/hosts.yml", tmp / "inventory.yml"])
+        return subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=600)
+
+    try:
+        proc = play("bench.yml", "-e", f"@{tmp / 'bench.yml'}")
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        subprocess.run(["docker", "rm", "-f", f"{prefix}-{HOST}"], capture_output=True)
+        # The unreachable unit's result: the same document under its name (the hash holds no host).
+        src = tmp / "results" / "R1" / HOST / f"{VARIANT}.json"
+        (tmp / "results" / "R1" / FAR).mkdir()
+        shutil.copy(src, tmp / "results" / "R1" / FAR / f"{VARIANT}.json")
+        yield {"tmp": tmp, "prefix": prefix, "play": play, "source": json.loads(src.read_text())}
+    finally:
+        for name in containers(prefix):
+            subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+def serve(unit, *args: str, limit: str = HOST) -> subprocess.CompletedProcess:
+    return unit["play"]("playbooks/serve.yml", *args, limit=limit)
+
+
+def deployments(unit) -> Path:
+    return unit["tmp"] / "results" / ".deployments" / HOST
+
+
+def history(unit, state: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((deployments(unit) / "history").glob(f"*-{state}.json"))]
+
+
+def test_check_prints_the_command_and_starts_nothing(unit):
+    proc = serve(unit, "-e", f"serve_variant={VARIANT}", "--check")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    out = " ".join(proc.stdout.split())
+    assert f"docker run -d --name {unit['prefix']}-resident-{VARIANT} --restart unless-stopped" in out, out[-3000:]
+    assert f"--port {SERVE_PORT}" in out and "config hash " + unit["source"]["config_hash"][:12] in out
+    assert containers(unit["prefix"]) == {} and not deployments(unit).exists()
+
+
+def test_a_result_that_cannot_be_found_fails_before_the_unit(unit):
+    proc = serve(unit, "-e", f"serve_variant={VARIANT}", "-e", "serve_run=NOPE")
+    assert proc.returncode != 0
+    out = " ".join(proc.stdout.split())
+    assert "serve_run=NOPE: no result" in out and "runs where nvidia-bare is complete on srv-sim01: R1" in out, out[-3000:]
+    # Failed at the plan: no task touched the unit, nothing started, nothing recorded.
+    assert "Serve | list the unit's residents" not in proc.stdout
+    assert containers(unit["prefix"]) == {} and not deployments(unit).exists()
+
+
+def test_deploy_with_a_passing_canary(unit):
+    proc = serve(unit, "-e", f"serve_variant={VARIANT}")
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    name = f"{unit['prefix']}-resident-{VARIANT}"
+    found = containers(unit["prefix"])
+    assert list(found) == [name], list(found)
+    c = found[name]
+    assert c["State"]["Running"] and c["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+    assert c["Config"]["Healthcheck"]["Test"][0] == "CMD"
+    assert c["Config"]["Labels"]["sparkbench.config_hash"] == unit["source"]["config_hash"]
+    argv = c["Config"]["Cmd"]
+    src_argv = unit["source"]["launch"]["argv"]
+    # Exactly as measured but for the port: same flags, image and environment.
+    assert argv[argv.index("--port") + 1] == str(SERVE_PORT) and argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert [a for a in argv if a != str(SERVE_PORT)] == [a for a in src_argv if a != str(BENCH_PORT)]
+    assert c["Config"]["Image"] == unit["source"]["manifest"]["image"]
+    rec = json.loads((deployments(unit) / f"{VARIANT}.json").read_text())
+    assert rec["state"] == "deployed" and rec["source"]["run"] == "R1" and rec["port"] == SERVE_PORT
+    assert rec["canary"]["passed"] and rec["canary"]["requests"] >= 5 and rec["previous"] is None
+    assert rec["canary"]["text"].startswith(("no difference detectable above", "differs by"))
+    on_unit = json.loads((unit["tmp"] / "unit-records" / f"{VARIANT}.json").read_text())
+    assert on_unit == rec
+    unit["started"] = c["State"]["StartedAt"]
+    unit["id"] = c["Id"]
+
+
+def test_list_residents(unit):
+    proc = serve(unit)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    out = " ".join(proc.stdout.split())
+    assert f"{HOST}: {unit['prefix']}-resident-{VARIANT} — {VARIANT} from run R1 on port {SERVE_PORT}" in out, out[-2000:]
+
+
+def test_a_slowed_unit_fails_the_canary_and_the_previous_resident_is_started_again(unit):
+    hw = unit["tmp"] / "hf" / "sim-profiles" / "hardware" / "dgx-spark.json"
+    original = hw.read_text()
+    profile = json.loads(original)
+    profile["memory_bandwidth_gbps"] = profile["memory_bandwidth_gbps"] / 3
+    hw.write_text(json.dumps(profile))
+    try:
+        proc = serve(unit, "-e", f"serve_variant={VARIANT}", "-e", "serve_beside=false")
+    finally:
+        hw.write_text(original)
+    assert proc.returncode != 0
+    assert "replace: serve_beside=false" in " ".join(proc.stdout.split()), proc.stdout[-5000:]
+    failed = history(unit, "failed")
+    assert len(failed) == 1, proc.stdout[-5000:]
+    f = failed[0]
+    assert f["failure"]["stage"] == "canary", f["failure"]
+    assert f["canary"]["text"].startswith("differs by −") and f["canary"]["verdict"]["pct"] < -5, f["canary"]
+    assert "slower by more than 5 %" in f["failure"]["reason"]
+    assert "started again" in f["left"]
+    # The same container serves again on its port; the candidate is gone; the record is unchanged.
+    found = containers(unit["prefix"])
+    name = f"{unit['prefix']}-resident-{VARIANT}"
+    assert list(found) == [name] and found[name]["Id"] == unit["id"] and found[name]["State"]["Running"]
+    assert found[name]["State"]["StartedAt"] != unit["started"]
+    rec = json.loads((deployments(unit) / f"{VARIANT}.json").read_text())
+    assert rec["state"] == "deployed" and rec["source"]["run"] == "R1"
+    unit["started"] = found[name]["State"]["StartedAt"]
+
+
+def test_an_unhealthy_start_beside_the_resident_rolls_back(unit):
+    with socket.socket() as held:  # the candidate's port is taken: the server cannot bind it
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("127.0.0.1", CANDIDATE_PORT))
+        held.listen(1)
+        # The simulator retries a taken port until the ready timeout: a short one.
+        proc = serve(unit, "-e", f"serve_variant={VARIANT}", "-e", "vllm_server_ready_timeout_s=15")
+    assert proc.returncode != 0
+    assert "beside: 0.5 GiB needed (a simulator)" in " ".join(proc.stdout.split()), proc.stdout[-5000:]
+    f = history(unit, "failed")[-1]
+    assert f["failure"]["stage"] == "start", f["failure"]
+    assert f["failure"]["log_excerpt"], f["failure"]
+    assert "kept serving" in f["left"], f["left"]
+    found = containers(unit["prefix"])
+    name = f"{unit['prefix']}-resident-{VARIANT}"
+    # The previous resident was never stopped.
+    assert list(found) == [name] and found[name]["State"]["StartedAt"] == unit["started"]
+
+
+def test_an_unreachable_unit_fails_the_deploy_and_says_what_may_be_left(unit):
+    proc = serve(unit, "-e", f"serve_variant={VARIANT}", limit=FAR)
+    assert proc.returncode != 0
+    failed = [json.loads(p.read_text()) for p in
+              (unit["tmp"] / "results" / ".deployments" / FAR / "history").glob("*-failed.json")]
+    assert len(failed) == 1, proc.stdout[-4000:]
+    assert failed[0]["failure"]["stage"] == "unreachable" and "stopped answering" in failed[0]["left"], failed[0]
+
+
+def test_undeploy(unit):
+    proc = serve(unit, "-e", f"serve_variant={VARIANT}", "-e", "serve_state=absent")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert containers(unit["prefix"]) == {}
+    assert not (unit["tmp"] / "unit-records" / f"{VARIANT}.json").exists()
+    rec = json.loads((deployments(unit) / f"{VARIANT}.json").read_text())
+    assert rec["state"] == "undeployed" and rec["source"]["run"] == "R1"
