@@ -206,6 +206,7 @@ class RealVllm:
     port: int
     base_url: str
     ready_s: float
+    caches: Path | None = None
 
     def logs(self, lines: int = 400) -> str:
         out = subprocess.run(["docker", "logs", "--tail", str(lines), self.name], capture_output=True, text=True,
@@ -223,22 +224,38 @@ def real_vllm_skip_reason() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def real_vllm():
-    """Real vLLM 0.32 started ONCE per session with the plain command a user would type
+def real_vllm_argv(name: str, port: int, caches: Path) -> list[str]:
+    """``docker run -d`` of the session's real vLLM: the plain command a user would type
     (``docker run -p 127.0.0.1:P:8000 sparkbench/vllm-cpu:latest sparkbench/tiny-llama
-    --max-model-len 2048``: no other flag or variable), shared by the image and conformance tests
-    (its start takes 1-3 minutes on 2 cores; idle it uses about 1 % of a core). Removed at the end."""
+    --max-model-len 2048``: no other flag or variable) with the unit's cache folders under
+    ``caches`` mounted where bench.yml mounts them (``sparkbench.launch.UNIT_CACHES``), so that
+    its first start fills a compile cache a relaunch can read (tests/test_compile_cache.py)."""
+    from sparkbench import launch
+
+    mounts = [a for c in launch.UNIT_CACHES for a in ("-v", f"{caches / c.key}:{c.container}")]
+    return ["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8000", *mounts, REAL_VLLM_IMAGE,
+            REAL_VLLM_MODEL, "--max-model-len", str(REAL_VLLM_MAX_MODEL_LEN)]
+
+
+@pytest.fixture(scope="session")
+def real_vllm(tmp_path_factory):
+    """Real vLLM 0.32 started ONCE per session with the plain command a user would type and the
+    unit's cache folders mounted (``real_vllm_argv``), shared by the image, conformance and
+    compile-cache tests (its start takes 1-3 minutes on 2 cores; idle it uses about 1 % of a
+    core). Removed at the end; ``.caches`` is the folder its cache mounts live in."""
     why = real_vllm_skip_reason()
     if why:
         pytest.skip(why)
+    from sparkbench import launch
+
     name, port = f"sparkbench-test-realvllm-{os.getpid()}", free_port()
+    caches = tmp_path_factory.mktemp("real-vllm-caches")
+    for c in launch.UNIT_CACHES:
+        (caches / c.key).mkdir()
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
     t0 = time.monotonic()
-    run = subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8000", REAL_VLLM_IMAGE,
-                          REAL_VLLM_MODEL, "--max-model-len", str(REAL_VLLM_MAX_MODEL_LEN)],
-                         capture_output=True, text=True, timeout=120)
-    server = RealVllm(name, port, f"http://127.0.0.1:{port}", 0.0)
+    run = subprocess.run(real_vllm_argv(name, port, caches), capture_output=True, text=True, timeout=120)
+    server = RealVllm(name, port, f"http://127.0.0.1:{port}", 0.0, caches)
     try:
         if run.returncode != 0:
             pytest.fail(f"docker run failed: {run.stderr.strip()}")

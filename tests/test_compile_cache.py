@@ -1,8 +1,9 @@
 """vLLM's compile cache mounted from the unit (issue 22, "Launch time on a real unit").
 
-Real layer: real vLLM (the CPU image) started twice by its launch spec's ``docker run`` line
-(``sparkbench.launch``: the unit's cache folders mounted at /root/.cache/{huggingface,vllm,
-flashinfer}) with one cache folder. Judged by cause and effect, never by speed: the first start
+Real layer: real vLLM (the CPU image) started twice with the unit's cache folders mounted where
+the launch spec mounts them (``sparkbench.launch.UNIT_CACHES``: /root/.cache/{huggingface,vllm,
+flashinfer}) over one cache folder: the session's server (tests/conftest.py ``real_vllm``) is the
+first start, a second container of the same command the relaunch. Judged by cause and effect, never by speed: the first start
 writes its compiled model and Inductor's compiled kernels into the mounted folder; the relaunch
 reads that artifact (vLLM's log names the mounted path) and compiles no kernel anew. vLLM 0.32's
 CPU build cannot load its AOT-compiled model back ("Compiling model again due to a load failure
@@ -12,19 +13,20 @@ Unit layer: the log reader on vLLM 0.32's own lines.
 """
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 
 import pytest
 
 from sparkbench import launch
 
-from conftest import image_present
+from conftest import REAL_VLLM_READY_TIMEOUT_S, free_port, health_ok, real_vllm_argv
 from helpers import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
 import compile_cache as cc  # noqa: E402
 
-IMAGE = cc.IMAGE
 PORT = 8252
 CONTAINER = "cc-bench-test-vllm"
 
@@ -72,21 +74,47 @@ def test_the_benchmark_starts_vllm_with_the_launch_specs_mounts(tmp_path):
     assert "/root/.cache/vllm" in [c.container for c in launch.UNIT_CACHES]
 
 
+def _relaunch(server, caches, name: str) -> dict:
+    """The session server's own command again (a second container, its own port, the same cache
+    folders): waits for /health, returns its log read by ``cc.read_log``, removes it."""
+    port = free_port()
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+    run = subprocess.run(real_vllm_argv(name, port, caches), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    try:
+        t0 = time.monotonic()
+        while not health_ok(f"http://127.0.0.1:{port}", timeout=3):
+            state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name], capture_output=True,
+                                   text=True, timeout=30).stdout.strip()
+            assert state == "true", subprocess.run(["docker", "logs", "--tail", "40", name], capture_output=True,
+                                                   text=True, timeout=60).stderr
+            assert time.monotonic() - t0 < REAL_VLLM_READY_TIMEOUT_S, "the relaunch never answered /health"
+            time.sleep(1.0)
+        logs = subprocess.run(["docker", "logs", "-t", name], capture_output=True, text=True, timeout=60)
+        return cc.read_log(logs.stdout + logs.stderr)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+
+
 @pytest.mark.real
-@pytest.mark.skipif(not image_present(IMAGE), reason=f"{IMAGE} missing: run make setup")
-def test_a_first_launch_fills_the_mounted_compile_cache_and_the_relaunch_reads_it(tmp_path):
-    caches = tmp_path / "caches"
-    for c in launch.UNIT_CACHES:
-        (caches / c.key).mkdir(parents=True)
-    first = cc.start_once(caches, PORT, CONTAINER)
-    kernels = cc.compiled_kernels(caches / "vllm_cache")
-    # The first start compiled into the mounted folder: its model and Inductor's kernels are there.
-    assert first.log["saved"] and first.log["saved_to"].startswith("/root/.cache/vllm/"), first.log
-    assert kernels and first.new_kernels == len(kernels), sorted((caches / "vllm_cache").rglob("*"))[:20]
-    assert first.new_model_infos == 1  # vLLM's inspection of the model class, cached beside them
-    again = cc.start_once(caches, PORT, CONTAINER)
+def test_a_first_launch_fills_the_mounted_compile_cache_and_the_relaunch_reads_it(real_vllm):
+    """The first launch is the session's real vLLM (tests/conftest.py ``real_vllm``: the plain
+    command with the unit's cache folders mounted, empty at its start); the relaunch is the same
+    command in a second container over the same folders."""
+    caches = real_vllm.caches
+    vllm_cache = caches / "vllm_cache"
+    logs = subprocess.run(["docker", "logs", "-t", real_vllm.name], capture_output=True, text=True, timeout=60)
+    first = cc.read_log(logs.stdout + logs.stderr)
+    kernels = cc.compiled_kernels(vllm_cache)
+    # The first start compiled into the mounted folder: its model and Inductor's kernels are there,
+    # and vLLM's inspection of the model class beside them.
+    assert first["saved"] and first["saved_to"].startswith("/root/.cache/vllm/"), first
+    assert first["cache"] == "none read", first
+    assert kernels, sorted(vllm_cache.rglob("*"))[:20]
+    assert len(cc.model_infos(vllm_cache)) == 1
+    again = _relaunch(real_vllm, caches, f"{real_vllm.name}-relaunch")
     # The relaunch read the artifact the first start left there (vLLM names the mounted path) ...
-    assert again.log["cache"] in ("loaded", "load failure"), again.log
-    assert again.log["read_from"].startswith("/root/.cache/vllm/torch_compile_cache/"), again.log
+    assert again["cache"] in ("loaded", "load failure"), again
+    assert again["read_from"].startswith("/root/.cache/vllm/torch_compile_cache/"), again
     # ... and compiled no kernel anew: every one came from the mounted folder.
-    assert again.new_kernels == 0 and cc.compiled_kernels(caches / "vllm_cache") == kernels
+    assert cc.compiled_kernels(vllm_cache) == kernels

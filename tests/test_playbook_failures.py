@@ -67,7 +67,7 @@ class Runs:
             "spark_host_download_container": PREFIX + "-download-{{ inventory_hostname }}",
             "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "0.5", "VLLM_SIM_RATE": "1500",
                                           "VLLM_SIM_SHORT_THINKING": "1"},
-            "bench_bracket": False,
+            "bench_bracket": False, "bench_bandwidth_probe": False,
             "bench_extra_variants": [{"name": "nvidia-mnbt2048-nopf", "build": "nvidia", "config": "bare",
                                       "args": {"max-num-batched-tokens": 2048}, "preflight": False}],
             "llm_bench_output_tokens": 16, "llm_bench_runs": 1, "llm_bench_warmup": 0,

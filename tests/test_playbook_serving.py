@@ -48,6 +48,7 @@ def run(tmp_path_factory):
     (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
     extra = {
         "bench_workloads": "serving", "bench_run_id": "S1", "bench_bracket": False,
+        "bench_bandwidth_probe": False,
         "bench_results_dir": str(tmp / "results"), "spark_host_hf_cache": str(tmp / "hf"),
         "vllm_server_container_prefix": prefix,
         "spark_host_probe_container": prefix + "-probe-{{ inventory_hostname }}",
