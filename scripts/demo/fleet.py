@@ -21,7 +21,7 @@ BRIDGE_OLD_IMAGE = "sparkbench/vllm-sim:v0.24.0"
 BRIDGE_SETTINGS = {"bench_select": [BRIDGE_VARIANT], "bench_image": BRIDGE_OLD_IMAGE,
                    "llm_bench_output_tokens": MATRIX_TOKENS, "llm_bench_runs": 5, "llm_bench_concurrency": [],
                    "llm_bench_quality": False, "llm_bench_image": False, "bench_bracket": False,
-                   "llm_bench_telemetry": "off"}
+                   "llm_bench_telemetry": "off", "bench_bandwidth_probe": False}
 
 
 def fleet(out: Printer, run_id: str) -> int:

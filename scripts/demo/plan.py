@@ -55,7 +55,8 @@ STEPS: tuple[Step, ...] = (
     Step("bridge", "the version bridge: emulated vLLM 0.24.0 → 0.25.0 (spark-sim01)",
          "nvidia-bare re-measured on v0.24.0 against step 1's on v0.25.0, and the verdict against the article's "
          "2.5 % bridge tolerance",
-         "one reference variant, single stream (5 requests), as the article bridged with one model",
+         "one reference variant, single stream (5 requests), as the article bridged with one model; no bandwidth "
+         "probe (step 1 probed the unit)",
          90, lambda out, ctx: fleet.bridge(out, ctx.rid("bridge-v0.24.0"), ctx.rid("matrix"))),
     Step("pair", "two simulated Sparks over a real two-node Ray cluster (spark-sim11 + spark-sim12)",
          "gpt-oss-120b on each unit alone, then across both (TP=2 and PP=2, --distributed-executor-backend ray): "
@@ -66,8 +67,9 @@ STEPS: tuple[Step, ...] = (
     Step("real", "the same pipeline on REAL vLLM 0.32.0 (its CPU build) on this machine (cpu-real01)",
          "a tiny model served by real vLLM, bf16 against fp32: measured, not simulated, no Spark roofline; the "
          "report's comparison of the two configurations",
-         "two configurations of the real_cpu matrix (bf16, fp32); each is a real server that compiles the model "
-         "first (60–90 s)", 270, lambda out, ctx: units.real(out, ctx.rid("real-cpu")), needs=("vllm-cpu-image",)),
+         "two configurations of the real_cpu matrix (bf16, fp32), each started with --enforce-eager (no "
+         "torch.compile at start: 60–90 s less per server; make test and BENCHMARKS.md's compile-cache table "
+         "cover the compiled start)", 180, lambda out, ctx: units.real(out, ctx.rid("real-cpu")), needs=("vllm-cpu-image",)),
 )
 
 

@@ -31,10 +31,11 @@ MATRIX_SHORTENED = (f"{MATRIX_TOKENS} forced tokens per request instead of the a
 QUALITY_VARIANTS = ["nvidia-mtp3", "unsloth-mtp3"]
 QUALITY_SETTINGS = {"bench_select": QUALITY_VARIANTS, "llm_bench_quality": True, "llm_bench_image": True,
                     "llm_bench_runs": 1, "llm_bench_warmup": 0, "llm_bench_concurrency": [],
-                    "bench_bracket": False}
+                    "bench_bracket": False, "bench_bandwidth_probe": False}
 QUALITY_SHORTENED = ("two variants, not six: each build's mtp3 (the article checked quality per build and the image "
                      "input with MTP on); one single-stream request each (step 1 has the speed figures); the quality "
-                     "budget stays 4096 tokens (the article recommends at least 2048 for a reasoning model)")
+                     "budget stays 4096 tokens (the article recommends at least 2048 for a reasoning model); no bandwidth probe "
+                     "(step 1 probed the unit around its variants)")
 
 
 def matrix(out: Printer, run_id: str, extra: dict) -> int:
