@@ -10,7 +10,7 @@ source (``sparkbench.serve.source``), before the unit is touched:
   unchanged but for the address), host network and IPC, the unit's cache folders, restart policy
   ``unless-stopped``, a health check, labels that name the variant, run, hash and port; its
   ``docker run`` line (secrets ``<redacted>``) is what ``--check`` prints;
-* ``candidate``: the same container under ``<serve_candidate_prefix>-<variant>`` on
+* ``candidate``: the same container, restart policy ``no``, under ``<serve_candidate_prefix>-<variant>`` on
   ``serve_candidate_port`` (started beside a previous resident) or on ``serve_port``;
 * the canary's settings: the source's measurement settings, single stream only, ``serve_canary_runs``
   (≥ ``verdict.MIN_REQUESTS``) requests, no target precision.
@@ -161,7 +161,8 @@ def container(src: Mapping[str, Any], s: Mapping[str, Any], name: str, port: int
         "network_mode": "host", "ipc_mode": "host", "volumes": cache_volumes(caches), "env": dict(src["env"]),
         "device_requests": (None if _bool(s["sparkbench_gpu_less"])
                             else [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]),
-        "restart_policy": RESTART_POLICY,
+        # A candidate is not restarted: a start that fails must show as an exit, not a restart loop.
+        "restart_policy": RESTART_POLICY if role == "resident" else "no",
         "labels": {"sparkbench.resident": src["variant"], "sparkbench.role": role, "sparkbench.run": src["run"],
                    "sparkbench.config_hash": src["config_hash"], "sparkbench.port": str(port),
                    "sparkbench.listen": s["serve_listen"]},
