@@ -6,7 +6,9 @@
 
 Per host it reads the host's canary result (``bench_plan`` → its canary's ``result_path``) and
 why the host failed (``bench_host_failure_reason``) from hostvars; the unit's history baseline
-from the history index (sparkbench.history, rebuilt when stale); writes
+from the history index (sparkbench.history, rebuilt when stale). A unit whose canary was its
+resident (the fact ``bench_health_resident``, sparkbench.serve.health) is read from that entry's
+``result_path`` and judged against its deployment instead of its history. Writes
 ``results/<run>/health.json`` and ``health.md``. Returns ``lines`` (one verdict line per unit),
 ``unhealthy`` (slow or failed units), ``paths`` and the judgement. It never fails itself:
 playbooks/health.yml's last task fails when ``unhealthy`` > 0.
@@ -34,16 +36,22 @@ class ActionModule(ControllerAction):
             hv = hostvars[host]
             plan = hv.get("bench_plan") or {}
             canary = str(hv.get("bench_health_canary") or "")
+            resident = hv.get("bench_health_resident") or None
             entry = next((e for e in plan.get("variants") or [] if e.get("name") == canary), None)
+            if resident:  # the unit's canary was its resident (sparkbench.serve.health)
+                entry = resident["entry"]
             path = Path(entry["result_path"]) if entry else result_path(results_dir, run_id, host, canary)
-            doc = health_mod.load_unit(path) if canary else None
+            doc = health_mod.load_unit(path) if canary or resident else None
             reason = hv.get("bench_host_failure_reason")
-            if not canary:
+            if not canary and not resident:
                 reason = "bench_health_canary is not set for this host (inventory group_vars)"
             elif doc is None and not reason:
                 reason = "no canary result: the host did not reach the canary (see the play output above)"
-            units.append({"host": host, "doc": doc, "reason": reason})
-            if doc and doc.get("status") == "complete":
+            unit = {"host": host, "doc": doc, "reason": reason}
+            if resident:
+                unit["deployment"] = resident["deployment"]
+            units.append(unit)
+            if doc and doc.get("status") == "complete" and not resident:
                 past = history_mod.previous_healthy(results_dir, host, canary, doc.get("config_hash"), run_id)
                 if past:
                     past_doc = health_mod.load_unit(past["path"])

@@ -15,6 +15,9 @@
                                          # → fact serve_record, written on the controller (record.write)
     - sparkbench_serve:
         listing: {containers: ...}       # → serve_lines: one line per resident of the unit
+    - sparkbench_serve:
+        health: {containers: ...}        # health.yml: → fact bench_health_resident, the unit's
+                                         #   resident canary (sparkbench.serve.health.canary) or None
 
 Reads the host's variables by the names in ``sparkbench.serve.spec.VARIABLES``. Touches no host.
 """
@@ -26,6 +29,7 @@ from datetime import datetime, timezone
 from sparkbench.ansible_action import ControllerAction
 from sparkbench.paths import DEFAULT_RESULTS_DIR
 from sparkbench.serve import canary as canary_mod
+from sparkbench.serve import health as health_mod
 from sparkbench.serve import record as record_mod
 from sparkbench.serve import source as source_mod
 from sparkbench.serve import spec as spec_mod
@@ -36,13 +40,19 @@ def _bool(value):
 
 
 class ActionModule(ControllerAction):
-    VARIABLE_NAMES = list(spec_mod.VARIABLES) + ["serve_plan", "serve_deploy", "serve_canary"]
+    VARIABLE_NAMES = list(spec_mod.VARIABLES) + ["serve_plan", "serve_deploy", "serve_canary", "bench_run_id"]
 
     def act(self, args, variables, task_vars):
         host = str(task_vars.get("inventory_hostname"))
         if "listing" in args:  # also bench.yml's note on residents: no serve setting is read
             found = record_mod.residents((args["listing"] or {}).get("containers") or [])
             return {"changed": False, "serve_lines": record_mod.listing(host, found), "residents": found}
+        if "health" in args:  # health.yml: the unit's canary is its resident, if it has one
+            results_dir = str(variables.get("bench_results_dir") or DEFAULT_RESULTS_DIR)
+            found = record_mod.residents((args["health"] or {}).get("containers") or [])
+            resident = health_mod.canary(found, record_mod.deployed(results_dir, host), results_dir,
+                                         str(variables["bench_run_id"]), host)
+            return {"changed": False, "ansible_facts": {"bench_health_resident": resident}}
         s = spec_mod.settings(variables)
         results_dir = str(s["bench_results_dir"] or DEFAULT_RESULTS_DIR)
         if "plan" in args:
@@ -90,4 +100,4 @@ class ActionModule(ControllerAction):
                                         failure=a.get("failure") or None, left=left)
             paths = record_mod.write(results_dir, rec)
             return {"changed": True, "paths": paths, "ansible_facts": {"serve_record": rec}}
-        return {"failed": True, "msg": "sparkbench_serve: give one of plan, unit, judge, record, listing"}
+        return {"failed": True, "msg": "sparkbench_serve: give one of plan, unit, judge, record, listing, health"}

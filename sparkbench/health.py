@@ -34,6 +34,14 @@ History
     history index, :mod:`sparkbench.history`); slow by history: compare_samples(that run's
     requests, this run's) ``differs`` with pct < −max(mdd_pct, ``floor_pct``).
 
+Residents
+    a unit with a resident (``playbooks/serve.yml``) measures its deployed service instead of the
+    canary variant (``sparkbench.serve.health``); its unit entry carries ``deployment`` (the
+    resident's name, variant, ``deployed_at``, the deployment canary's requests as ``samples``).
+    The history rule then holds it to its deployment instead of its history: slow by deployment =
+    compare_samples(the deployment canary's requests, this canary's) ``differs`` with pct <
+    −max(mdd_pct, ``floor_pct``). Peers still apply (units whose canary is the same variant).
+
 Causes (telemetry and manifests only, never ``VLLM_SIM_*`` or inventory variables)
     ``protocol.clock`` (clock under load below ``CLOCK_CAPPED_SHARE`` of its maximum, the
     ``clock_capped`` flag, or below ``PEER_CLOCK_SHARE`` of the peers' median clock under load),
@@ -324,6 +332,19 @@ def _versus_history(past: Mapping[str, Any] | None, doc: Mapping[str, Any], *, f
              "mdd_pct": hcmp.get("mdd_pct"), "threshold_pct": hthreshold, "text": verdict_mod.explained(hcmp)}, slow)
 
 
+def _versus_deployment(dep: Mapping[str, Any], doc: Mapping[str, Any], *, floor_pct: float, seed: int,
+                       resamples: int) -> tuple[dict[str, Any], bool]:
+    """``(figures vs the resident's deployment canary, slow by it)``: the history rule with the
+    deployment canary's requests (``dep["samples"]``) as the earlier run."""
+    cmp = verdict_mod.compare_samples([float(x) for x in dep.get("samples") or []], verdict_mod.samples(doc, "single"),
+                                      seed=seed, resamples=resamples)
+    threshold = max(_num(cmp.get("mdd_pct")) or 0.0, floor_pct)
+    slow = cmp.get("kind") == "differs" and (_num(cmp.get("pct")) or 0.0) < -threshold
+    return ({"deployed_at": dep.get("deployed_at"), "verdict": cmp.get("kind"), "pct": cmp.get("pct"),
+             "lo": cmp.get("lo"), "hi": cmp.get("hi"), "mdd_pct": cmp.get("mdd_pct"), "threshold_pct": threshold,
+             "text": verdict_mod.explained(cmp)}, slow)
+
+
 def _failed(row: dict[str, Any]) -> None:
     fail = row["failure"]
     row.update(verdict="failed", causes=[f"{fail['stage']}: {fail['reason']}"], remedy=fail["remedy"], notes=[],
@@ -347,9 +368,17 @@ def _healthy(row: dict[str, Any], fig: Mapping[str, Any], peers_fig: Mapping[str
     else:
         figure = f"{fig['decode_tok_s']:.2f} tok/s ({peers_fig['reason']})"
     line = f"{row['host']}: healthy — {figure}"
+    dep = row["figures"].get("deployment")
+    if dep is not None:
+        line += f"; {_resident_words(row['resident'])}: {dep['text']} vs its deployment"
     if notes:
         line += "; reported, not flagged: " + "; ".join(notes)
     row.update(verdict="healthy", causes=[], cause_codes=[], remedy=None, notes=notes, basis=[], line=line)
+
+
+def _resident_words(res: Mapping[str, Any]) -> str:
+    """``resident NAME (VARIANT, deployed WHEN)``."""
+    return f"resident {res['name']} ({res['variant']}, deployed {res['deployed_at']})"
 
 
 def _slow_with_a_cause(peers_fig: Mapping[str, Any], causes: Sequence[str], floor_pct: float) -> bool:
@@ -367,34 +396,51 @@ def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str,
           k: float = DEFAULT_K, floor_pct: float = DEFAULT_FLOOR_PCT, seed: int = 0,
           resamples: int = 2000) -> dict[str, Any]:
     """Judge every unit. ``units``: ``[{"host", "doc": result document or None, "reason": why the
-    host failed (or None)}]``; ``history``: per host the earlier healthy canary document to compare
-    with (or absent). Returns ``{"units": [...], "lines": [...], "unhealthy": int, "k",
-    "floor_pct", "simulated"}``; each unit: host, verdict, causes (texts), remedy, figures, line,
-    notes (differences reported but not flagged)."""
+    host failed (or None), "deployment": a resident unit's deployment (or absent)}]``; ``history``:
+    per host the earlier healthy canary document to compare with (or absent). Returns ``{"units":
+    [...], "lines": [...], "unhealthy": int, "k", "floor_pct", "simulated"}``; each unit: host,
+    verdict, causes (texts), remedy, figures, line, notes (differences reported but not flagged);
+    a resident unit also ``resident`` (name, variant, deployed_at, run, port) and
+    ``figures.deployment`` (the verdict against its deployment, see "Residents" above)."""
     if k <= 0 or floor_pct < 0:
         raise InputError(f"health thresholds: k must be > 0 and floor_pct >= 0 (got k={k}, floor_pct={floor_pct})")
     history = history or {}
     rows, measured = _by_peer_group(units)
     by_host = {h: (key, doc, fig) for key, members in measured.items() for h, doc, fig in members}
+    deployments = {str(u["host"]): u["deployment"] for u in units if u.get("deployment")}
     for row in rows:
         host = row["host"]
+        dep = deployments.get(host)
+        if dep is not None:
+            row["resident"] = {k: dep.get(k) for k in ("name", "variant", "deployed_at", "run", "port")}
         if row["failure"] is not None:
             _failed(row)
+            if dep is not None:
+                row["line"] += f" ({_resident_words(row['resident'])})"
             continue
         key, doc, fig = by_host[host]
         figs = [f for _, _, f in measured[key]]
         peers_fig, slow_peers = _versus_peers(host, doc, fig, key, measured[key], k=k, floor_pct=floor_pct,
                                               seed=seed, resamples=resamples)
-        hist_fig, slow_hist = _versus_history(history.get(host), doc, floor_pct=floor_pct, seed=seed,
-                                              resamples=resamples)
+        # A resident unit is held to its deployment, not to its history (sparkbench.serve.health).
+        dep_fig, slow_hist = (_versus_deployment(dep, doc, floor_pct=floor_pct, seed=seed, resamples=resamples)
+                              if dep is not None else (None, False))
+        hist_fig = None
+        if dep is None:
+            hist_fig, slow_hist = _versus_history(history.get(host), doc, floor_pct=floor_pct, seed=seed,
+                                                  resamples=resamples)
         row["figures"] = {**fig, "peers": peers_fig, "history": hist_fig}
+        if dep_fig is not None:
+            row["figures"]["deployment"] = dep_fig
         causes = _telemetry_causes(fig, figs) + _manifest_causes(fig, figs)
         slow_peers = slow_peers or _slow_with_a_cause(peers_fig, causes, floor_pct)
         basis = []
         if slow_peers:
             basis.append(f"{_signed(peers_fig['deviation_pct'])} vs peers' median {peers_fig['median_tok_s']:.2f} tok/s, "
                          f"{peers_fig['text']}")
-        if slow_hist:
+        if slow_hist and dep_fig is not None:
+            basis.append(f"{_resident_words(row['resident'])} vs its deployment: {dep_fig['text']}")
+        elif slow_hist:
             basis.append(f"vs its run {hist_fig['run_id']}: {hist_fig['text']}")
         if slow_peers or slow_hist:
             _slow(row, causes, basis)
@@ -436,11 +482,19 @@ def markdown(judgement: Mapping[str, Any], run_id: str) -> str:
         fig, peers, hist = u["figures"], u["figures"].get("peers") or {}, u["figures"].get("history") or {}
         clock = (f"{f(fig.get('clock_under_load_mhz'), '.0f')} / {f(fig.get('clock_max_mhz'), '.0f')} MHz"
                  if fig.get("clock_under_load_mhz") is not None else "—")
+        if u.get("resident"):
+            hist = {"text": f"deployment {u['resident']['deployed_at']}: "
+                            f"{(fig.get('deployment') or {}).get('text') or '—'}"}
         out.append(f"| {u['host']} | {u['verdict']} | {f(fig.get('decode_tok_s'), '.2f')} | "
                    f"{f(peers.get('median_tok_s'), '.2f')} | "
                    f"{_signed(peers['deviation_pct']) if peers.get('deviation_pct') is not None else '—'} | "
                    f"{peers.get('text') or peers.get('reason') or '—'} | {clock} | {f(fig.get('power_w'), '.0f')} | "
                    f"{f(fig.get('temperature_c'), '.0f')} | {hist.get('text') or '—'} |")
+    residents = [u for u in judgement["units"] if u.get("resident")]
+    if residents:
+        out += ["", "Residents (the unit's canary was its deployed service, judged against its deployment):", ""]
+        out += [f"- {u['host']}: {_resident_words(u['resident'])}, from run {u['resident']['run']}, port "
+                f"{u['resident']['port']}" for u in residents]
     for u in judgement["units"]:
         if u["verdict"] != "healthy":
             out += ["", f"## {u['host']}: {u['verdict']}", ""]

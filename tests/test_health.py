@@ -163,6 +163,33 @@ def test_own_history_flags_a_lone_unit_that_slowed_down():
 
 
 @pytest.mark.unit
+def test_a_resident_unit_is_held_to_its_deployment_not_to_its_history():
+    deployed = canary("spark01", 60.0, seed=1)
+    dep = {"name": "sparkbench-resident-nvidia-bare", "variant": "nvidia-bare", "deployed_at": "2026-11-01T00:00:00Z",
+           "run": "R1", "port": 8080, "samples": [r["decode_tok_s"] for r in deployed["single"]["runs"]]}
+    # An earlier healthy canary at 40 tok/s: the history rule would call 60 tok/s fine and 50 slow
+    # only against 60; the deployment (60 tok/s) is what a resident is held to.
+    past = {**canary("spark01", 40.0, seed=3), "_run_id": "health-old"}
+    drifted = health.judge([{"host": "spark01", "doc": canary("spark01", 50.0, seed=2), "deployment": dep}],
+                           {"spark01": past})
+    u = drifted["units"][0]
+    assert u["verdict"] == "slow" and drifted["unhealthy"] == 1
+    assert u["resident"] == {k: dep[k] for k in ("name", "variant", "deployed_at", "run", "port")}
+    assert u["figures"]["history"] is None and u["figures"]["deployment"]["text"].startswith("differs by −")
+    assert ("resident sparkbench-resident-nvidia-bare (nvidia-bare, deployed 2026-11-01T00:00:00Z) vs its "
+            "deployment: differs by −") in u["line"]
+    same = health.judge([{"host": "spark01", "doc": canary("spark01", 60.0, seed=2), "deployment": dep}])
+    s = same["units"][0]
+    assert s["verdict"] == "healthy" and s["figures"]["deployment"]["verdict"] == "no_difference"
+    assert "vs its deployment" in s["line"] and "no difference detectable above" in s["line"]
+    md = health.markdown(same, "H1")
+    assert "Residents (the unit's canary was its deployed service" in md and "deployment 2026-11-01T00:00:00Z: no " in md
+    # A resident whose canary failed is failed, and its line names the resident.
+    failed = health.judge([{"host": "spark01", "doc": None, "reason": "measure: unreachable", "deployment": dep}])
+    assert failed["units"][0]["verdict"] == "failed" and "(resident sparkbench-resident-nvidia-bare" in failed["lines"][0]
+
+
+@pytest.mark.unit
 def test_canary_variables_and_their_errors():
     v = health.canary_variables({"bench_health_canary": "nvidia-bare", "llm_bench_concurrency": [2, 4, 8],
                                  "bench_health_output_tokens": 64})

@@ -7,6 +7,9 @@ One bench.yml run measures ``nvidia-bare`` (the baseline), then serve.yml, in or
 - a deploy whose canary passes: ``sparkbench-resident``-style container on ``serve_port`` with its
   restart policy, health check and labels, the deployment record on the controller and on the unit;
 - listing the unit's residents;
+- health.yml on the unit: its canary is the resident (measured with its record's health_argv, not
+  restarted), judged against the deployment's canary: healthy; after a restart on a slowed unit:
+  slow against its deployment;
 - a slowed unit (the simulator's hardware profile, read from the unit's mounted cache folder, at
   a third of its bandwidth: the launch spec and so the configuration hash are unchanged) with
   ``serve_beside=false``: the previous resident is stopped, the candidate's canary "differs" and is
@@ -27,10 +30,14 @@ import os
 import shutil
 import socket
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+
+from sparkbench import history as history_mod
 
 from conftest import image_present
 from helpers import REPO, ansible_env, playbook_cmd
@@ -170,6 +177,79 @@ def test_list_residents(unit):
     assert proc.returncode == 0, proc.stdout[-3000:]
     out = " ".join(proc.stdout.split())
     assert f"{HOST}: {unit['prefix']}-resident-{VARIANT} — {VARIANT} from run R1 on port {SERVE_PORT}" in out, out[-2000:]
+
+
+def health(unit, run_id: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """health.yml on the unit (bench.yml's prefixes, no bandwidth probe) and its health.json entry."""
+    proc = unit["play"]("playbooks/health.yml", "-e", f"@{unit['tmp'] / 'bench.yml'}", "-e", f"bench_run_id={run_id}")
+    path = unit["tmp"] / "results" / run_id / "health.json"
+    assert path.is_file(), proc.stdout[-5000:] + proc.stderr[-2000:]
+    return proc, json.loads(path.read_text())["units"][0]
+
+
+def wait_healthy(port: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def slowed_profile(unit):
+    """The simulator's hardware profile at a third of its bandwidth until the block ends."""
+    hw = unit["tmp"] / "hf" / "sim-profiles" / "hardware" / "dgx-spark.json"
+    original = hw.read_text()
+    profile = json.loads(original)
+    profile["memory_bandwidth_gbps"] = profile["memory_bandwidth_gbps"] / 3
+    hw.write_text(json.dumps(profile))
+    return hw, original
+
+
+def test_health_measures_the_resident_against_its_deployment(unit):
+    name = f"{unit['prefix']}-resident-{VARIANT}"
+    rec = json.loads((deployments(unit) / f"{VARIANT}.json").read_text())
+    proc, u = health(unit, "H1")
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    # The canary was the resident: no canary container was launched, the resident was not restarted.
+    assert f"canary: resident {name} ({VARIANT} from run R1" in " ".join(proc.stdout.split()), proc.stdout[-4000:]
+    found = containers(unit["prefix"])
+    assert list(found) == [name] and found[name]["State"]["StartedAt"] == unit["started"]
+    assert u["verdict"] == "healthy", u
+    assert u["resident"] == {"name": name, "variant": VARIANT, "deployed_at": rec["when"], "run": "R1",
+                             "port": SERVE_PORT}
+    dep = u["figures"]["deployment"]
+    assert u["figures"]["history"] is None and dep["deployed_at"] == rec["when"]
+    assert dep["text"].startswith(("no difference detectable above", "differs by")), dep
+    assert f"resident {name} ({VARIANT}, deployed {rec['when']}): {dep['text']} vs its deployment" in u["line"]
+    # A normal result document of the resident at its port, in the run and in the history index.
+    doc = json.loads((unit["tmp"] / "results" / "H1" / HOST / f"{VARIANT}.json").read_text())
+    assert doc["status"] == "complete" and len(doc["single"]["runs"]) >= 5
+    assert doc["launch"]["argv"][doc["launch"]["argv"].index("--port") + 1] == str(SERVE_PORT)
+    assert doc["config_hash"] != unit["source"]["config_hash"]  # the canary's settings, not the bench run's
+    rows = {r["run_id"]: r for r in history_mod.rows(unit["tmp"] / "results", host=HOST, variant=VARIANT)}
+    assert rows["H1"]["health"] == "healthy" and rows["R1"]["health"] is None
+
+
+def test_health_of_a_resident_that_slowed_down_is_slow_against_its_deployment(unit):
+    name = f"{unit['prefix']}-resident-{VARIANT}"
+    hw, original = slowed_profile(unit)
+    try:  # the resident reads the profile at its start: weeks later, after a restart, it serves slower
+        subprocess.run(["docker", "restart", name], capture_output=True, check=True)
+        wait_healthy(SERVE_PORT)
+        proc, u = health(unit, "H2")
+    finally:
+        hw.write_text(original)
+        subprocess.run(["docker", "restart", name], capture_output=True, check=True)
+        wait_healthy(SERVE_PORT)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    assert u["verdict"] == "slow", u
+    assert u["figures"]["deployment"]["text"].startswith("differs by −"), u["figures"]
+    assert f"resident {name} ({VARIANT}, deployed " in u["line"] and "vs its deployment: differs by −" in u["line"]
+    unit["started"] = containers(unit["prefix"])[name]["State"]["StartedAt"]
 
 
 def test_a_slowed_unit_fails_the_canary_and_the_previous_resident_is_started_again(unit):

@@ -8,7 +8,7 @@ import pytest
 
 from sparkbench.errors import InputError
 from sparkbench.launch import config_hash
-from sparkbench.serve import canary, record, source, spec
+from sparkbench.serve import canary, health, record, source, spec
 
 pytestmark = pytest.mark.unit
 
@@ -33,6 +33,11 @@ def test_the_newest_complete_run_is_found_and_a_missing_run_names_the_field_and_
         (tmp_path / run / "h1").mkdir(parents=True)
         (tmp_path / run / "h1" / "v1.json").write_text(json.dumps(doc(status=status, finished_at=when)))
     assert source.find(tmp_path, "h1", "v1")[0] == "C"
+    # A newer health run (health.yml's canary of the variant, or of its resident) is no source.
+    (tmp_path / "H" / "h1").mkdir(parents=True)
+    (tmp_path / "H" / "h1" / "v1.json").write_text(json.dumps(doc(finished_at="2026-12-04T00:00:00Z")))
+    (tmp_path / "H" / "health.json").write_text("{}")
+    assert source.find(tmp_path, "h1", "v1")[0] == "C" and source.find(tmp_path, "h1", "v1", "H")[0] == "H"
     with pytest.raises(InputError, match=r"serve_run=Z: no result .*runs where v1 is complete on h1: C, A; set serve_run"):
         source.find(tmp_path, "h1", "v1", "Z")
     with pytest.raises(InputError, match=r"serve_variant=v2: no complete result of v2 on h1 .*measure it first"):
@@ -106,3 +111,52 @@ def test_a_failed_deploy_record_says_what_is_left():
     rec = record.record(dep, "failed", "2026-12-01T00:00:00Z", failure={"stage": "canary", "reason": "slow"}, left=left)
     assert rec["failure"]["remedy"] == record.REMEDY["canary"] and rec["previous"]["name"] == "sparkbench-resident-v0"
     assert "stopped answering" in record.left_behind(dep, "unreachable", False, True)
+
+
+def deployed_record(tmp_path, variant="v1", port=9100, when="2026-12-01T00:00:00Z", **extra) -> dict:
+    src_path = tmp_path / "R" / "h1" / f"{variant}.json"
+    src_path.parent.mkdir(parents=True, exist_ok=True)
+    src_path.write_text(json.dumps(doc()))
+    dep = spec.deployment(source.source(doc(), str(src_path), "R"), spec.settings({"serve_port": port}), "h1")
+    dep.update(variant=variant, names={**dep["names"], "resident": f"sparkbench-resident-{variant}"},
+               health_argv=["python3", "-I", "/w/measure.pyz", "--base-url", f"http://127.0.0.1:{port}"],
+               remote_dir="/w", **extra)
+    return record.record(dep, "deployed", when, canary={"passed": True, "text": "no difference detectable above 2 %",
+                                                         "samples": [100.0, 100.1, 99.9, 100.2, 99.8]})
+
+
+def labelled(variant, role="resident", state="running", name="") -> dict:
+    return {"Names": [f"/{name or f'sparkbench-{role}-{variant}'}"], "State": state, "Status": state,
+            "Labels": {"sparkbench.resident": variant, "sparkbench.role": role, "sparkbench.port": "9100"}}
+
+
+def test_a_resident_unit_s_health_canary_is_its_newest_deployed_resident(tmp_path):
+    old, new = deployed_record(tmp_path, "v0", 9101, "2026-11-01T00:00:00Z"), deployed_record(tmp_path, "v1")
+    assert health.canary(record.residents([labelled("v1", "candidate")]), [new], tmp_path, "H", "h1") is None
+    assert health.canary([], [new], tmp_path, "H", "h1") is None
+    # A candidate renamed into place keeps its role label: the record's container name decides.
+    renamed = record.residents([labelled("v1", "candidate", name="sparkbench-resident-v1")])
+    assert health.canary(renamed, [new], tmp_path, "H", "h1")["deployment"]["name"] == "sparkbench-resident-v1"
+    found = record.residents([labelled("v0"), labelled("v1")])
+    c = health.canary(found, [old, new], tmp_path, "H", "h1")
+    assert c["deployment"]["name"] == "sparkbench-resident-v1" and c["deployment"]["deployed_at"] == new["when"]
+    assert c["deployment"]["samples"] == new["canary"]["samples"] and c["others"] == ["sparkbench-resident-v0"]
+    assert c["argv"] == new["health_argv"] and c["remote_dir"] == "/w"
+    e = c["entry"]
+    assert e["result_path"] == str(tmp_path / "H" / "h1" / "v1.json") and e["measure_argv"] == new["health_argv"]
+    assert e["launch"]["argv"] == ["m/x", "--host", "127.0.0.1", "--port", "9100", "--max-num-seqs", "8"]
+    assert e["settings"] == new["health_settings"] and e["settings"]["runs"] == 5
+    assert e["config_hash"] == config_hash(e["launch"], e["settings"]) != doc()["config_hash"]
+    assert "canary: resident sparkbench-resident-v1 (v1 from run R" in c["summary"][0]
+    stopped = health.canary(record.residents([labelled("v1", state="exited")]), [new], tmp_path, "H", "h1")
+    assert "not running (exited)" in stopped["summary"][0]
+
+
+def test_a_resident_that_cannot_be_measured_says_how_to_fix_it(tmp_path):
+    rec = deployed_record(tmp_path)
+    found = record.residents([labelled("v1")])
+    with pytest.raises(InputError, match="no health_settings, health_remote_dir .*deploy it again"):
+        health.canary(found, [{**rec, "health_settings": None, "health_remote_dir": None}], tmp_path, "H", "h1")
+    with pytest.raises(InputError, match="the result it was deployed from .* is not in bench_results_dir"):
+        health.canary(found, [{**rec, "source": {**rec["source"], "path": str(tmp_path / "gone.json")}}],
+                      tmp_path, "H", "h1")

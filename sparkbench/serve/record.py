@@ -3,7 +3,9 @@
 One shape (``record``) for every outcome, ``state``:
 
 * ``deployed``   the resident serves (``canary``: the verdict against the source result, its
-  requests' decode rates as ``canary.samples``: the deployment's baseline for health.yml);
+  requests' decode rates as ``canary.samples``: the deployment's baseline for health.yml, which
+  measures the resident with ``health_argv`` (the canary's ``health_settings`` against
+  ``serve_port``, measure copied to ``health_remote_dir`` on the unit): ``sparkbench.serve.health``);
 * ``failed``     the deploy was rolled back (``failure``: ``stage`` ``start`` | ``canary`` |
   ``promote`` | ``unreachable``, ``reason``, ``remedy``, ``log_excerpt``; ``left``: what runs on the
   unit afterwards);
@@ -63,7 +65,8 @@ def record(dep: Mapping[str, Any], state: str, when: str, canary: Mapping[str, A
         "placement": dep.get("placement"),
         "previous": ({k: (dep["previous"] or {}).get(k) for k in ("name", "variant", "port", "run", "config_hash")}
                      if dep.get("previous") else None),
-        "health_argv": dep.get("health_argv"),
+        "health_argv": dep.get("health_argv"), "health_settings": dep.get("canary_settings"),
+        "health_remote_dir": dep.get("remote_dir"),
     }
     if canary:
         verdict = canary.get("verdict") or {}

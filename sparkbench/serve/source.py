@@ -1,8 +1,8 @@
 """Which result a deployment comes from, and whether it can be served exactly as measured.
 
 ``find(results_dir, host, variant, run)`` reads ``<results_dir>/<run>/<host>/<variant>.json``:
-the named run's (``serve_run``), else the newest run where that variant is complete on that host
-(newest by the document's ``finished_at``, then by run id). ``source(doc, path, run)`` checks the
+the named run's (``serve_run``), else the newest bench run where that variant is complete on that
+host (newest by the document's ``finished_at``, then by run id; health runs are left out). ``source(doc, path, run)`` checks the
 document and returns what the deployment needs of it:
 
 * ``status`` complete (a failed or incomplete result has no figures to hold the service to);
@@ -37,10 +37,15 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 
 def runs_with(results_dir: str | Path, host: str, variant: str) -> list[tuple[str, dict[str, Any]]]:
-    """``(run id, document)`` of every run holding ``<host>/<variant>.json``, newest first."""
+    """``(run id, document)`` of every bench run holding ``<host>/<variant>.json``, newest first. A
+    health run (its folder holds ``health.json``) is left out: its canaries are measured with
+    health.yml's reduced settings, and a resident's canary is the resident itself, so neither is a
+    measurement to deploy from (``serve_run`` may still name one)."""
     base = Path(results_dir)
     found = []
     for path in base.glob(f"*/{host}/{variant}.json") if base.is_dir() else []:
+        if (path.parent.parent / "health.json").is_file():
+            continue
         doc = _load(path)
         if doc is not None:
             found.append((path.parent.parent.name, doc))
