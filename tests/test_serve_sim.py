@@ -9,7 +9,7 @@ One bench.yml run measures ``nvidia-bare`` (the baseline), then serve.yml, in or
 - listing the unit's residents;
 - health.yml on the unit: its canary is the resident (measured with its record's health_argv, not
   restarted), judged against the deployment's canary: healthy; after a restart on a slowed unit:
-  slow against its deployment;
+  slow against its deployment; ``bench.yml --check`` names the resident and leaves it running;
 - a slowed unit (the simulator's hardware profile, read from the unit's mounted cache folder, at
   a third of its bandwidth: the launch spec and so the configuration hash are unchanged) with
   ``serve_beside=false``: the previous resident is stopped, the candidate's canary "differs" and is
@@ -250,6 +250,17 @@ def test_health_of_a_resident_that_slowed_down_is_slow_against_its_deployment(un
     assert u["figures"]["deployment"]["text"].startswith("differs by −"), u["figures"]
     assert f"resident {name} ({VARIANT}, deployed " in u["line"] and "vs its deployment: differs by −" in u["line"]
     unit["started"] = containers(unit["prefix"])[name]["State"]["StartedAt"]
+
+
+def test_bench_check_names_the_resident_and_leaves_it_running(unit):
+    name = f"{unit['prefix']}-resident-{VARIANT}"
+    proc = unit["play"]("bench.yml", "-e", f"@{unit['tmp'] / 'bench.yml'}", "-e", "bench_run_id=C1", "--check")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    out = " ".join(proc.stdout.split())
+    assert f"{HOST}: {name} — {VARIANT} from run R1 on port {SERVE_PORT}" in out, out[-3000:]
+    found = containers(unit["prefix"])
+    assert list(found) == [name] and found[name]["State"]["Running"]
+    assert found[name]["State"]["StartedAt"] == unit["started"]
 
 
 def test_a_slowed_unit_fails_the_canary_and_the_previous_resident_is_started_again(unit):
