@@ -302,7 +302,7 @@ def test_prefix_cache_and_multi_turn_phases(real_server: RealServer, tmp_path: P
     code, doc, err = measure(["--base-url", real_server.base_url, *QUICK,
                               "--prefix-tokens", "1000", "--prefix-requests", "4", "--prefix-suffix-tokens", "48",
                               "--prefix-output-tokens", "8", "--turns", "3", "--conversations", "2",
-                              "--turn-tokens", "160", "--turn-output-tokens", "16"], tmp_path / "prefix.json")
+                              "--turn-tokens", "160", "--turn-output-tokens", "32"], tmp_path / "prefix.json")
     assert code == 0, err
     assert doc["status"] == "complete" and doc["simulated"] is False
     pre = doc["prefix_cache"]
@@ -317,7 +317,12 @@ def test_prefix_cache_and_multi_turn_phases(real_server: RealServer, tmp_path: P
     assert (mt["completed"], mt["failed"]) == (6, 0), mt
     ctx = [t["context_tokens"] for t in mt["per_turn"]]
     assert ctx[0] < ctx[1] < ctx[2], ctx
-    assert all(t["requests"] == 2 and t["ttft_s"] > 0 and t["decode_tok_s"] > 0 for t in mt["per_turn"]), mt["per_turn"]
+    # A turn's decode rate is None only where the server delivered each of its answers in one chunk
+    # (vLLM merges the pending tokens of a request when its API server falls behind: a busy 2-core
+    # machine); at least one turn has a figure.
+    assert all(t["requests"] == 2 and t["ttft_s"] > 0 for t in mt["per_turn"]), mt["per_turn"]
+    assert all(t["decode_tok_s"] is None or t["decode_tok_s"] > 0 for t in mt["per_turn"]), mt["per_turn"]
+    assert any(t["decode_tok_s"] for t in mt["per_turn"]), mt["per_turn"]
     print(f"\nreal vLLM (CPU) prefix {pre['per_request'][0]['prompt_tokens']} prompt tokens: hit rate "
           f"{pre['hit_rate']:.3f} ({pre['hit_tokens']}/{pre['query_tokens']} tokens), cold TTFT "
           f"{pre['cold_ttft_s'] * 1000:.1f} ms, warm TTFT p50 {pre['ttft_s']['p50'] * 1000:.1f} ms; multi-turn "
