@@ -198,13 +198,14 @@ def flag_list(args: Mapping[str, Any] | None) -> list[str]:
     return argv
 
 
-def _port(value: Any) -> int:
+def port_number(value: Any, name: str = "vllm_server_port", example: int = 8000) -> int:
+    """``value`` as a TCP port; an InputError names the variable ``name`` and an example otherwise."""
     try:
         port = int(value)
     except (TypeError, ValueError):
-        raise InputError(f"vllm_server_port {value!r} is not a number; set it to e.g. 8000") from None
+        raise InputError(f"{name} {value!r} is not a number; set it to e.g. {example}") from None
     if not 0 < port < 65536:
-        raise InputError(f"vllm_server_port {port} is outside 1-65535; set it to e.g. 8000")
+        raise InputError(f"{name} {port} is outside 1-65535; set it to e.g. {example}")
     return port
 
 
@@ -212,7 +213,7 @@ def vllm_argv(variant: Mapping[str, Any], host: str = "127.0.0.1", port: Any = 8
     """``MODEL --host H --port P`` then the variant's flags, in the variant's ``args`` order."""
     if not isinstance(variant, Mapping) or not variant.get("name") or not variant.get("model"):
         raise InputError("a variant needs 'name' and 'model'; expand variants with sparkbench.matrix")
-    return [str(variant["model"]), "--host", str(host), "--port", str(_port(port))] + flag_list(variant.get("args"))
+    return [str(variant["model"]), "--host", str(host), "--port", str(port_number(port))] + flag_list(variant.get("args"))
 
 
 def docker_run_line(container: Mapping[str, Any], secret_env: Sequence[str] = ()) -> str:
@@ -267,7 +268,7 @@ def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[s
         raise InputError(f"variant {variant.get('name') if isinstance(variant, Mapping) else variant!r} has no image; "
                          "set bench_image or the build's image")
     host = str(server.get("host") or "127.0.0.1")
-    port = _port(server.get("port", 8000))
+    port = port_number(server.get("port", 8000))
     argv = vllm_argv(variant, host, port)
     env = {str(k): str(v) for k, v in (server.get("env") or {}).items()}
     env.update({str(k): str(v) for k, v in (variant.get("env") or {}).items()})

@@ -122,10 +122,11 @@ def _simulated(variables: Mapping[str, Any]) -> bool:
     """A simulated host: ``sparkbench_simulated`` when set, else ``sparkbench_gpu_less`` (as the
     result documents decide, sparkbench.result.host_facts)."""
     sim = variables.get("sparkbench_simulated")
-    return _bool(variables.get("sparkbench_gpu_less", False) if sim is None or sim == "" else sim)
+    return as_bool(variables.get("sparkbench_gpu_less", False) if sim is None or sim == "" else sim)
 
 
-def _bool(value: Any) -> bool:
+def as_bool(value: Any) -> bool:
+    """An inventory flag (a bool, or "true"/"yes"/"on"/"1" in any case) as a bool."""
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)
@@ -164,7 +165,7 @@ def server_settings(v: Mapping[str, Any], host: str) -> dict[str, Any]:
     # The unit's cache folders as far as the controller knows them: <unit home>/… until with_unit.
     return {"host": str(v["vllm_server_host"]), "port": v["vllm_server_port"],
             "container_name": f"{v['vllm_server_container_prefix']}-{host}", **unit_caches(v),
-            "gpus": not _bool(v["sparkbench_gpu_less"]), "env": dict(v["vllm_server_env"] or {}),
+            "gpus": not as_bool(v["sparkbench_gpu_less"]), "env": dict(v["vllm_server_env"] or {}),
             "secret_env": secret_env, "ready_timeout_s": v["vllm_server_ready_timeout_s"]}
 
 
@@ -177,7 +178,7 @@ def measure_command(v: Mapping[str, Any], remote_dir: str) -> list[str]:
 def gpu_probe(v: Mapping[str, Any]) -> str:
     """How the host's GPU is read: ``spark_host_gpu_probe`` (empty: ``image`` when
     ``sparkbench_gpu_less``, else ``host``, as roles/spark_host's default); bad input raises."""
-    probe = str(v.get("spark_host_gpu_probe") or "").strip() or ("image" if _bool(v["sparkbench_gpu_less"]) else "host")
+    probe = str(v.get("spark_host_gpu_probe") or "").strip() or ("image" if as_bool(v["sparkbench_gpu_less"]) else "host")
     if probe not in ("host", "image", "none"):
         raise InputError(f"spark_host_gpu_probe is {probe!r}; set it to host (the host's nvidia-smi), image (the "
                          "simulator image's stand-in) or none (no GPU)")
@@ -253,7 +254,7 @@ def _variants(v: Mapping[str, Any], variables: Mapping[str, Any]) -> tuple[dict,
     matrix expanded with its extra variants (the backend comparison's, the serving workload's
     prefix-caching pair) and the tool-call flags when the tool check runs."""
     extra = list(v["bench_extra_variants"] or [])
-    if _bool(v["bench_backend_comparison"]):
+    if as_bool(v["bench_backend_comparison"]):
         extra += list(v["bench_backend_variants"] or [])
     models = list(dict.fromkeys([b.get("model") for b in v["bench_builds"] if isinstance(b, Mapping) and b.get("model")]
                                 + [e["model"] for e in extra if isinstance(e, Mapping) and e.get("model")]))
@@ -306,7 +307,7 @@ def _preflight(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Mapping
     """The variant's preflight verdict: known issues, the flags against the image's vLLM version,
     and ``cluster_needed`` (``(tp, pp)``) for a cluster variant on a host that declares no cluster."""
     pf = (preflight_mod.vllm_preflight(variant, hp.known, model_profile, hp.hardware, settings=hp.settings)
-          if _bool(hp.v["vllm_server_preflight_enabled"]) else {"verdict": "skipped", "failures": [], "checked": []})
+          if as_bool(hp.v["vllm_server_preflight_enabled"]) else {"verdict": "skipped", "failures": [], "checked": []})
     if pf["verdict"] != "skipped":  # the flags against the argument schema of the image's vLLM version
         wrong = flags_mod.flag_problems(variant.get("args"), pf.get("vllm_version"))
         pf["checked"] = list(pf.get("checked") or []) + [flags_mod.ISSUE_ID]
@@ -334,7 +335,7 @@ def _variant_entry(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Map
     path = result_path(hp.v["bench_results_dir"], hp.v["bench_run_id"], hp.host, variant["name"])
     previous = result_mod.stored(path) if path.is_file() else {}
     action = ("skip" if previous.get("status") == "complete" and previous.get("config_hash") == digest
-              and not _bool(hp.v["bench_force"]) else "measure")
+              and not as_bool(hp.v["bench_force"]) else "measure")
     pf = _preflight(hp, variant, model_profile, cluster_needed)
     # A phase preflight refused (e.g. the tool check without a parser): measure.py skips it with the fix.
     refused = {r["phase"]: f"refused by preflight ({r['id']}): {r['reason']}; fix: {r['remedy']}"
@@ -406,7 +407,7 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
             continue
         entry["summary"] = _summary(entry, check_mode)
         entries.append(entry)
-    bracket = (bracket_entry(entries, v, host, remote_dir, check_mode) if _bool(v["bench_bracket"]) else None)
+    bracket = (bracket_entry(entries, v, host, remote_dir, check_mode) if as_bool(v["bench_bracket"]) else None)
     first = reference_entry(entries + cluster_entries)  # the first variant this run launches
     return {
         "host": host, "run_id": str(v["bench_run_id"]), "remote_dir": remote_dir, "settings": settings,
@@ -417,7 +418,7 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         # The bandwidth probe's container (sparkbench.bandwidth.spec), from the first variant this run
         # launches; None when none launches (nothing to probe for) or bench_bandwidth_probe is false.
         "probe": (bandwidth_spec.probe_spec(first, gpu_probe(v), remote_dir)
-                  if first and _bool(v["bench_bandwidth_probe"]) else None),
+                  if first and as_bool(v["bench_bandwidth_probe"]) else None),
         **_provisioning(host, spec, entries + cluster_entries + worker_needs, model_profiles, _simulated(variables)),
         "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
         # The unit's cache folders (host paths; <unit home>/… until with_unit has the unit's home).

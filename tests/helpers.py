@@ -7,6 +7,7 @@ token or API key inherited from the caller's shell); ``run_playbook`` runs one t
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -49,3 +50,14 @@ def run_playbook(playbook: str | Path, *args: str, inventories: list[str | Path]
     return subprocess.run(playbook_cmd(playbook, *args, inventories=inventories, limit=limit, lock=lock),
                           cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env or ansible_env(),
                           timeout=timeout)
+
+
+def containers(prefix: str) -> dict[str, dict]:
+    """``docker inspect`` of every container whose name starts with ``prefix``, by name."""
+    names = subprocess.run(["docker", "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    names = [n for n in names if n.startswith(prefix)]
+    if not names:
+        return {}
+    out = json.loads(subprocess.run(["docker", "inspect", *names], capture_output=True, text=True, check=True).stdout)
+    return {c["Name"].lstrip("/"): c for c in out}

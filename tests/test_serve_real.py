@@ -31,7 +31,7 @@ from sparkbench import settings as settings_mod
 from sparkbench.launch import config_hash, launch_spec
 
 from conftest import docker_available
-from helpers import REPO, ansible_env, playbook_cmd
+from helpers import REPO, ansible_env, containers, playbook_cmd
 
 IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 HOST = "srv-cpu01"
@@ -64,16 +64,6 @@ def source_document(image_id: str, run: str, args: dict) -> dict:
             "single": {"decode_tok_s_median": 201.0, "runs": [{"decode_tok_s": r, "valid": True} for r in rates]},
             "server_startup": {"time_to_ready_s": 60.0, "model_memory_gib": 0.01},
             "profile": {"hardware": json.loads((REPO / "profiles/hardware/x86-cpu.json").read_text())}}
-
-
-def containers(prefix: str) -> dict[str, dict]:
-    names = subprocess.run(["docker", "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    names = [n for n in names if n.startswith(prefix)]
-    if not names:
-        return {}
-    out = json.loads(subprocess.run(["docker", "inspect", *names], capture_output=True, text=True, check=True).stdout)
-    return {c["Name"].lstrip("/"): c for c in out}
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ import yaml
 from sparkbench import history as history_mod
 
 from conftest import image_present
-from helpers import REPO, ansible_env, playbook_cmd
+from helpers import REPO, ansible_env, containers, playbook_cmd
 
 IMAGE = "sparkbench/vllm-sim:v0.25.0"
 HOST = "srv-sim01"
@@ -51,17 +51,6 @@ BENCH_PORT, SERVE_PORT, CANDIDATE_PORT = _BASE, _BASE + 1, _BASE + 2
 
 pytestmark = [pytest.mark.skipif(not image_present(IMAGE), reason=f"Docker engine or {IMAGE} missing: run make setup"),
               pytest.mark.sim, pytest.mark.ansible]
-
-
-def containers(prefix: str) -> dict[str, dict]:
-    """``docker inspect`` of every container whose name starts with ``prefix``."""
-    names = subprocess.run(["docker", "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    names = [n for n in names if n.startswith(prefix)]
-    if not names:
-        return {}
-    out = json.loads(subprocess.run(["docker", "inspect", *names], capture_output=True, text=True, check=True).stdout)
-    return {c["Name"].lstrip("/"): c for c in out}
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +189,8 @@ def wait_healthy(port: int, timeout_s: float = 60.0) -> None:
 
 
 def slowed_profile(unit):
-    """The simulator's hardware profile at a third of its bandwidth until the block ends."""
+    """The simulator's hardware profile at a third of its bandwidth; returns (its path, the text to
+    write back)."""
     hw = unit["tmp"] / "hf" / "sim-profiles" / "hardware" / "dgx-spark.json"
     original = hw.read_text()
     profile = json.loads(original)
@@ -264,11 +254,7 @@ def test_bench_check_names_the_resident_and_leaves_it_running(unit):
 
 
 def test_a_slowed_unit_fails_the_canary_and_the_previous_resident_is_started_again(unit):
-    hw = unit["tmp"] / "hf" / "sim-profiles" / "hardware" / "dgx-spark.json"
-    original = hw.read_text()
-    profile = json.loads(original)
-    profile["memory_bandwidth_gbps"] = profile["memory_bandwidth_gbps"] / 3
-    hw.write_text(json.dumps(profile))
+    hw, original = slowed_profile(unit)
     try:
         proc = serve(unit, "-e", f"serve_variant={VARIANT}", "-e", "serve_beside=false")
     finally:

@@ -37,8 +37,17 @@ from typing import Any
 from .. import settings as settings_mod
 from .. import verdict as verdict_mod
 from ..errors import InputError
-from ..launch import UNIT_HOME, cache_volumes, docker_run_line, resolve_unit_path, unit_caches, unresolved_message
-from ..plan import BRACKET_SETTINGS, LOOPBACK, measure_command, probe_commands
+from ..launch import (
+    UNIT_HOME,
+    cache_volumes,
+    docker_run_line,
+    port_number,
+    resolve_unit_path,
+    unit_caches,
+    unresolved_message,
+)
+from ..plan import BRACKET_SETTINGS, LOOPBACK, as_bool, measure_command, probe_commands
+from ..plan import VARIABLES as BENCH_VARIABLES
 
 #: The serve variables and their defaults (inventory/group_vars/all/serve.yml sets the same).
 VARIABLES: dict[str, Any] = {
@@ -56,18 +65,11 @@ VARIABLES: dict[str, Any] = {
     "serve_candidate_prefix": "sparkbench-candidate",
     "serve_unit_dir": "",
     "bench_results_dir": "",
-    "vllm_server_port": 8000,
-    "vllm_server_ready_timeout_s": 900,
-    "vllm_server_api_key": "",
-    "spark_host_hf_token": "",
-    "sparkbench_hf_token": "",
-    "spark_host_hf_cache": "",
-    "spark_host_vllm_cache": "",
-    "spark_host_flashinfer_cache": "",
-    "sparkbench_gpu_less": False,
-    "spark_host_gpu_probe": "",
-    "llm_bench_python": "python3",
-    "llm_bench_remote_dir": "",
+    # The server's, the host's and measure's variables serve.yml reads: bench.yml's defaults.
+    **{k: BENCH_VARIABLES[k] for k in (
+        "vllm_server_port", "vllm_server_ready_timeout_s", "vllm_server_api_key", "spark_host_hf_token",
+        "sparkbench_hf_token", "spark_host_hf_cache", "spark_host_vllm_cache", "spark_host_flashinfer_cache",
+        "sparkbench_gpu_less", "spark_host_gpu_probe", "llm_bench_python", "llm_bench_remote_dir")},
 }
 STATES = ("present", "absent")
 SIMULATOR_GIB = 0.5
@@ -80,29 +82,15 @@ RESTART_POLICY = "unless-stopped"
 UNIT_DIR_BELOW_HOME = ".sparkbench/residents"
 
 
-def _bool(value: Any) -> bool:
-    return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-def _port(name: str, value: Any) -> int:
-    try:
-        port = int(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} is {value!r}, not a port number; set it to e.g. 8080") from None
-    if not 0 < port < 65536:
-        raise InputError(f"{name} is {port}, outside 1-65535; set it to e.g. 8080")
-    return port
-
-
 def settings(variables: Mapping[str, Any]) -> dict[str, Any]:
     """The serve settings, checked (see ``VARIABLES``)."""
     v = {k: (variables.get(k) if variables.get(k) is not None else d) for k, d in VARIABLES.items()}
     state = str(v["serve_state"] or "present").strip()
     if state not in STATES:
         raise InputError(f"serve_state is {state!r}; set it to present (deploy) or absent (undeploy)")
-    port = _port("serve_port", v["serve_port"])
-    bench_port = _port("vllm_server_port", v["vllm_server_port"])
-    candidate = _port("serve_candidate_port", v["serve_candidate_port"] or port + 1)
+    port = port_number(v["serve_port"], "serve_port", 8080)
+    bench_port = port_number(v["vllm_server_port"])
+    candidate = port_number(v["serve_candidate_port"] or port + 1, "serve_candidate_port", 8081)
     if port == bench_port:
         raise InputError(f"serve_port {port} is the port bench.yml serves variants on (vllm_server_port): a bench "
                          "run would collide with the resident; choose another serve_port")
@@ -131,7 +119,7 @@ def settings(variables: Mapping[str, Any]) -> dict[str, Any]:
     if api_key:
         secret_env.append("VLLM_API_KEY")
     return {**v, "serve_state": state, "serve_port": port, "serve_candidate_port": candidate, "serve_listen": listen,
-            "serve_beside": "auto" if beside == "auto" else ("true" if _bool(beside) else "false"),
+            "serve_beside": "auto" if beside == "auto" else ("true" if as_bool(beside) else "false"),
             "serve_canary_runs": runs, "serve_slower_pct": slower, "api_key": bool(api_key), "secret_env": secret_env,
             "serve_variant": str(v["serve_variant"] or "").strip(), "serve_run": str(v["serve_run"] or "").strip()}
 
@@ -159,7 +147,7 @@ def container(src: Mapping[str, Any], s: Mapping[str, Any], name: str, port: int
     spec = {
         "name": name, "image": src["image"], "command": with_address(src["argv"], s["serve_listen"], port),
         "network_mode": "host", "ipc_mode": "host", "volumes": cache_volumes(caches), "env": dict(src["env"]),
-        "device_requests": (None if _bool(s["sparkbench_gpu_less"])
+        "device_requests": (None if as_bool(s["sparkbench_gpu_less"])
                             else [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]),
         # A candidate is not restarted: a start that fails must show as an exit, not a restart loop.
         "restart_policy": RESTART_POLICY if role == "resident" else "no",
