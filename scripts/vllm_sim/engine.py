@@ -43,6 +43,9 @@ class Request:
     aborted: bool = False
     #: per-request step-time factor exp(N(0, VLLM_SIM_REQUEST_NOISE)), set by :meth:`Engine.submit`
     noise_factor: float = 1.0
+    #: seconds the engine planned for the decode steps this request ran in (jitter and noise
+    #: included, late wake-ups not): the timeline the pacing model asked for
+    paced_decode_s: float = 0.0
     #: chained keys of the prompt's full blocks (prefix_cache.PrefixCache.hashes; empty: caching off)
     block_hashes: list = field(default_factory=list)
     #: prompt tokens found in the prefix cache when the request was scheduled (not prefilled)
@@ -64,6 +67,7 @@ class Request:
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced,
                 "reasoning_tokens": self.reasoning_tokens, "steps": self.steps,
                 "finish_reason": self.finish_reason, "noise_factor": self.noise_factor,
+                "paced_decode_s": self.paced_decode_s,
                 "cached_tokens": self.cached_tokens}
 
 
@@ -190,6 +194,8 @@ class Engine(threading.Thread):
                 # a decode step runs as slow as the mean factor of the requests it decodes
                 # (single stream: that request's own factor)
                 dur *= sum(r.noise_factor for r in decode) / len(decode)
+            for r in decode:
+                r.paced_decode_s += dur
             calls = self.workers.dispatch(self.steps, len(self.running)) if self.workers is not None else None
             now = time.time()
             target = now + dur if target is None or target < now - 1.0 else target + dur
