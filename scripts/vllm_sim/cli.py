@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import json
 import os
@@ -173,6 +174,7 @@ class App:
         world = int(args.tensor_parallel_size or 1) * int(args.pipeline_parallel_size or 1)
         self.cluster_mode = world > 1 and args.distributed_executor_backend == "ray"
         self.workers = None  # cluster.RayWorkers in cluster mode
+        self.unit_account = None  # unit_account.UnitAccount with VLLM_SIM_UNIT_DIR (join_unit)
         acc = (model.get("mtp") or {}).get("acceptance", []) if spec_k else []
         self.engine = Engine(pacing, self.metrics, self.faults, spec_k=spec_k, acceptance=acc,
                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched,
@@ -217,6 +219,7 @@ class App:
                 "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
                 "max_num_batched_tokens": self.max_batched,
                 "cluster": self.workers.info() if self.workers is not None else None,
+                "unit": self.engine.unit.info(time.time()) if self.engine.unit is not None else None,
                 "prefix_cache": {"enabled": self.prefix_cache.enabled, "block_size": self.prefix_cache.block_size,
                                  "num_blocks": self.prefix_cache.num_blocks,
                                  "cached_blocks": len(self.prefix_cache.blocks),
@@ -372,6 +375,32 @@ def validate(args, knobs: Knobs, hw: dict, model: dict) -> tuple[int, int, int, 
     return spec_k, mml, max_seqs, max_batched
 
 
+def join_unit(app: App) -> None:
+    """Take this engine's share of the simulated unit's memory (``VLLM_SIM_UNIT_DIR``) and share its
+    bus, or fail at start as vLLM's worker does when the share does not fit (``request_memory``)."""
+    knobs = app.knobs
+    if not knobs.unit_dir:
+        return
+    from .unit_account import MemoryShortage, UnitAccount
+    from .unit_traffic import UnitTraffic
+    total = (knobs.unit_memory_gb or float(app.hw["unified_memory_gb"])) * 1e9
+    about = {"model": app.model["id"], "served_model_name": app.served_names[0], "port": app.args.port}
+    try:
+        account = UnitAccount(knobs.unit_dir, total, knobs.unit_lease_s)
+        account.register(app.args.gpu_memory_utilization, about)
+    except MemoryShortage as e:
+        log("EngineCore failed to start.", level="ERROR", where="core.py:708", proc="EngineCore")
+        log(f"ValueError: {e}", level="ERROR", where="core.py:708", proc="EngineCore")
+        sys.stderr.write(f"ValueError: {e}\n")
+        fatal("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+    except OSError as e:
+        fatal(f"ValueError: VLLM_SIM_UNIT_DIR={knobs.unit_dir!r} is not a usable directory: {e}")
+    atexit.register(account.release)
+    app.unit_account = account
+    app.engine.unit = UnitTraffic(account, app.pacing.bw_bytes_s, knobs.speedup)
+    app.engine.unit.start()
+
+
 def serve(argv: list[str]) -> int:
     """``vllm serve MODEL [flags]``."""
     parser = build_parser()
@@ -412,6 +441,8 @@ def serve(argv: list[str]) -> int:
     app = App(args, knobs, hw, model, spec_k, pacing, mml, max_seqs, max_batched)
 
     def _on_term(signum, frame):  # PID 1 in a container ignores SIGTERM without a handler
+        if app.unit_account is not None:  # os._exit skips atexit: give the unit's memory back here
+            app.unit_account.release()
         log("Shutting down FastAPI HTTP server.", where="launcher.py:101")
         sys.stdout.flush()
         os._exit(0)
@@ -421,6 +452,7 @@ def serve(argv: list[str]) -> int:
         httpd = SimHTTPServer((host, args.port), app)
     except OSError as e:
         fatal(f"OSError: [Errno {e.errno}] {e.strerror}")
+    join_unit(app)
     if model.get("hybrid") and (args.enable_prefix_caching is not False):
         mode = "all" if model.get("supports_mamba_prefix_caching") else "align"
         log(f"Mamba cache mode is set to '{mode}' for {model.get('architecture')} by default when prefix caching is enabled",

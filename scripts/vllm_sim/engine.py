@@ -5,7 +5,8 @@ Pacing is deadline based: step ``i`` ends at ``target_i = target_{i-1} + T_i`` (
 idle period the clock restarts from now. Each decode step advances every running request by
 ``1 + accepted`` tokens (MTP) and emits one chunk event carrying those tokens; the step that
 finishes a request's prefill emits its first token (one token, as vLLM). Timestamps are read
-with ``time.time()`` when the step really ended.
+with ``time.time()`` when the step really ended. With ``VLLM_SIM_UNIT_DIR`` each step is stretched
+by the unit's shared memory bus (:mod:`unit_traffic`).
 """
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ class Engine(threading.Thread):
     def __init__(self, pacing, metrics, faults, *, spec_k: int, acceptance: list[float],
                  max_num_seqs: int, max_num_batched_tokens: int, jitter: float, seed: int,
                  kv_capacity_tokens: float, request_noise: float = 0.0, gpu_state=None,
-                 prefix_cache=None) -> None:
+                 prefix_cache=None, unit=None) -> None:
         super().__init__(name="EngineCore", daemon=True)
         self.pacing, self.metrics, self.faults = pacing, metrics, faults
         self.k, self.acceptance = spec_k, acceptance
@@ -118,6 +119,8 @@ class Engine(threading.Thread):
         self.workers = None
         #: prefix_cache.PrefixCache (None: no cache at all); hits cut the prefill a request needs
         self.prefix_cache = prefix_cache
+        #: unit_traffic.UnitTraffic: the bus shared with the unit's other engines (None: alone)
+        self.unit = unit
 
     # --- API for the HTTP layer ---------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -147,6 +150,8 @@ class Engine(threading.Thread):
             with self.cond:
                 while not self.running and not self.waiting:
                     target = None
+                    if self.unit is not None:
+                        self.unit.idle()
                     if self.workers is None:
                         self.cond.wait()
                     elif not self.cond.wait(timeout=self.workers.heartbeat_s):
@@ -186,14 +191,19 @@ class Engine(threading.Thread):
                 chunks = [(prefill[0], min(self.max_batched, prefill[0].prompt_tokens - prefill[0].prefill_done))]
             ctx = sum(r.prompt_tokens + r.produced for r in decode) + sum(r.prefill_done + t for r, t in chunks)
             shape = (len(decode), k, ctx, sum(t for _, t in chunks), len(chunks))
-            dur = self.pacing.step(*shape)
-            self.metrics.add_traffic(*self.pacing.step_traffic(*shape))
+            dur = alone = self.pacing.step(*shape)
+            traffic = self.pacing.step_traffic(*shape)
+            self.metrics.add_traffic(*traffic)
             if self.jitter > 0:
                 dur *= max(0.5, self.jrng.gauss(1.0, self.jitter))
             if self.request_noise > 0 and decode:
                 # a decode step runs as slow as the mean factor of the requests it decodes
                 # (single stream: that request's own factor)
                 dur *= sum(r.noise_factor for r in decode) / len(decode)
+            if self.unit is not None:  # the unit's bus is shared with its other engines
+                now = time.time()
+                start = now if target is None or target < now - 1.0 else target  # the step's planned start
+                dur = self.unit.pace(traffic[0] + traffic[1], alone, dur, start)
             for r in decode:
                 r.paced_decode_s += dur
             calls = self.workers.dispatch(self.steps, len(self.running)) if self.workers is not None else None

@@ -84,6 +84,9 @@ class Knobs:
     gpu_state_file: str = ""
     pg_timeout_s: float = 1800.0
     gpus_per_node: int | None = None
+    unit_dir: str | None = None
+    unit_memory_gb: float | None = None
+    unit_lease_s: float = 3.0
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "Knobs":
@@ -133,6 +136,10 @@ class Knobs:
             pg_timeout_s=_float(env, "VLLM_SIM_PG_TIMEOUT_S", 1800.0, 0.1),
             # GPUs this node has (default: the hardware profile's gpus_per_node, 1 on a Spark)
             gpus_per_node=_int(env, "VLLM_SIM_GPUS_PER_NODE", None),
+            # the simulated unit's shared memory account and bus (unit_account.py, unit_traffic.py)
+            unit_dir=env.get("VLLM_SIM_UNIT_DIR") or None,
+            unit_memory_gb=_float(env, "VLLM_SIM_UNIT_MEMORY_GB", 0.0, 0.0) or None,
+            unit_lease_s=_float(env, "VLLM_SIM_UNIT_LEASE_S", 3.0, 0.1),
         )
 
     @property
