@@ -8,6 +8,9 @@
     - sparkbench_plan:
         provisioned: "{{ spark_host_model_failures }}"   # → bench_plan with failed downloads in preflight
     - sparkbench_plan:
+        residents: {containers: "{{ ... }}"}  # → bench_plan with every memory plan checked against the
+                                              #   residents the unit lists (plan.with_residents)
+    - sparkbench_plan:
         caches: {home: "{{ ansible_facts['user_dir'] }}"}  # → bench_unit_caches only: the unit's cache
                                                            #   folders, nothing planned (teardown.yml)
     - sparkbench_plan: {results: false}     # no results directory check (playbooks/provision.yml)
@@ -59,12 +62,16 @@ class ActionModule(ControllerAction):
                                      self._member_homes(variables["bench_plan"], task_vars))
         elif "provisioned" in args:
             new = plan_mod.provisioned(variables["bench_plan"], args.get("provisioned") or {})
+        elif "residents" in args:
+            new = plan_mod.with_residents(variables["bench_plan"], (args.get("residents") or {}).get("containers"))
         else:
             if args.get("canary"):  # playbooks/health.yml: the plan reduced to the canary (sparkbench.health)
                 from sparkbench import health as health_mod
                 variables = health_mod.canary_variables(variables)
+            # health.yml measures a unit's resident instead of starting its canary beside it.
             new = plan_mod.plan_host(variables, task_vars.get("inventory_hostname", ""),
-                                     check_mode=bool(self._task.check_mode), members=self._members(variables, task_vars))
+                                     check_mode=bool(self._task.check_mode), members=self._members(variables, task_vars),
+                                     residents=not args.get("canary"))
             if not self._task.check_mode and args.get("results", True):
                 plan_mod.ensure_host_dir(new)
         # The fact is also what the runner's live view reads (sparkbench.runner.progress).

@@ -2,7 +2,11 @@
 
     - sparkbench_serve: {plan: {}}       # → fact serve_plan: the settings, and unless listing
                                          #   (no serve_variant) or undeploying, the deployment from
-                                         #   its result (found, hash checked); bad input fails here
+                                         #   its result (found, hash checked) and the unit's memory
+                                         #   plan (sparkbench.serve.memory); bad input fails here
+    - sparkbench_serve:
+        memory: {containers: ...}        # → fact serve_plan with its memory plan checked against
+                                         #   the residents the unit lists
     - sparkbench_serve:
         unit: {home, containers, meminfo, image_id}  # → fact serve_deploy (spec.on_unit) and
                                                           #   serve_residents (the unit's residents)
@@ -30,6 +34,7 @@ from sparkbench.ansible_action import ControllerAction
 from sparkbench.paths import DEFAULT_RESULTS_DIR
 from sparkbench.serve import canary as canary_mod
 from sparkbench.serve import health as health_mod
+from sparkbench.serve import memory as memory_mod
 from sparkbench.serve import record as record_mod
 from sparkbench.serve import source as source_mod
 from sparkbench.serve import spec as spec_mod
@@ -64,6 +69,12 @@ class ActionModule(ControllerAction):
             if s["serve_variant"] and s["serve_state"] == "present":
                 run, path, doc = source_mod.find(results_dir, host, s["serve_variant"], s["serve_run"] or None)
                 plan["deployment"] = spec_mod.deployment(source_mod.source(doc, path, run), s, host)
+                plan["memory"] = memory_mod.deploy_plan(plan["deployment"], s, host, results_dir)
+            return {"changed": False, "ansible_facts": {"serve_plan": plan}}
+        if "memory" in args:  # the plan again, with the residents the unit lists
+            listed = record_mod.residents((args["memory"] or {}).get("containers") or [])
+            plan = dict(variables["serve_plan"])
+            plan["memory"] = memory_mod.deploy_plan(plan["deployment"], s, host, results_dir, listed)
             return {"changed": False, "ansible_facts": {"serve_plan": plan}}
         if "unit" in args:
             unit = args["unit"] or {}
@@ -100,4 +111,4 @@ class ActionModule(ControllerAction):
                                         failure=a.get("failure") or None, left=left)
             paths = record_mod.write(results_dir, rec)
             return {"changed": True, "paths": paths, "ansible_facts": {"serve_record": rec}}
-        return {"failed": True, "msg": "sparkbench_serve: give one of plan, unit, judge, record, listing, health"}
+        return {"failed": True, "msg": "sparkbench_serve: give one of plan, memory, unit, judge, record, listing, health"}

@@ -46,6 +46,7 @@ the placeholder is refused (``launch["unresolved"]``), never mounted.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from typing import Any
 
 from . import cluster as cluster_mod
 from . import flags as flags_mod
+from . import memory as memory_mod
 from . import preflight as preflight_mod
 from . import result as result_mod
 from . import settings as settings_mod
@@ -70,6 +72,7 @@ from .launch import (
 )
 from .matrix import noprefix_variants, variant_matrix, with_tool_flags
 from .paths import DEFAULT_RESULTS_DIR, PROFILES_DIR, hardware_profile_path, model_profile_path, result_path
+from .serve import record as record_mod
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -111,6 +114,8 @@ VARIABLES: dict[str, Any] = {
     "spark_host_gpu_probe": "",
     "llm_bench_python": "python3",
     "llm_bench_remote_dir": "",
+    # the unit's memory plan (sparkbench.memory): tenants, reserve, total
+    **memory_mod.VARIABLES,
 }
 
 
@@ -352,6 +357,54 @@ def _variant_entry(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Map
     }
 
 
+def _with_memory(entry: Mapping[str, Any], mem: Mapping[str, Any], residents: list[dict[str, Any]],
+                 where: str) -> dict[str, Any]:
+    """The entry with its unit's memory plan (``memory``: the residents, the tenants and this
+    variant's engine, ``sparkbench.memory``) and the plan's problems in its preflight verdict (a
+    plan that cannot fit fails preflight, so the variant never starts); earlier memory failures
+    are replaced. A preflight that is off (``skipped``) keeps the plan but refuses nothing."""
+    engine = memory_mod.engine_row("engine", entry["name"], entry["model_profile"], entry["hardware_profile"],
+                                   entry["variant"].get("args"), entry["launch"].get("env"), mem["total_gb"])
+    plan = memory_mod.plan(mem, residents, engine, where)
+    pf = dict(entry["preflight"])
+    if pf.get("verdict") != "skipped":
+        kept = [f for f in pf.get("failures") or [] if f.get("id") not in memory_mod.MEMORY_IDS]
+        found = [{"id": x["id"], "reason": f"{x['reason']}; vLLM's own message ({x['source']}): \"{x['vllm']}\"",
+                  "remedy": x["remedy"]} for x in plan["problems"]]
+        pf.update(failures=kept + found, verdict="fail" if kept + found else "pass",
+                  checked=list(dict.fromkeys(list(pf.get("checked") or []) + ["memory_plan"])))
+    return {**entry, "memory": plan, "preflight": pf}
+
+
+def _memory_residents(plan: Mapping[str, Any], listing: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], str]:
+    """The unit's residents as plan rows: its ``listing`` when read, else the controller's records."""
+    mem = plan["memory"]
+    found, where = memory_mod.present(mem["results_dir"], plan["host"], listing)
+    return memory_mod.rows(found, plan["hardware"], mem["profiles_dir"], mem["total_gb"]), where
+
+
+def with_residents(plan: Mapping[str, Any], containers: list[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """The plan with every entry's memory plan checked again against the residents the unit
+    lists (``containers``: community.docker.docker_host_info's verbose list, label
+    ``sparkbench.resident``), its summary lines rebuilt."""
+    if not plan.get("memory") or plan["memory"].get("residents_off"):
+        return dict(plan)
+    residents, where = _memory_residents(plan, record_mod.residents(containers or []))
+
+    def again(entry: Mapping[str, Any]) -> dict[str, Any]:
+        new = _with_memory(entry, plan["memory"], residents, where)
+        head = list(itertools.takewhile(lambda line: not line.startswith("command: "), entry.get("summary") or []))
+        new["summary"] = head + _summary(new, bool(plan.get("check_mode")))
+        return new
+
+    out = dict(plan)
+    out["variants"] = [again(e) for e in plan.get("variants") or []]
+    out["cluster_variants"] = [again(e) for e in plan.get("cluster_variants") or []]
+    if plan.get("bracket"):
+        out["bracket"] = again(plan["bracket"])
+    return out
+
+
 def _provisioning(host: str, spec: Mapping[str, Any] | None, provisioned_entries: list[Mapping[str, Any]],
                   model_profiles: Mapping[str, Mapping[str, Any]], simulated: bool) -> dict[str, Any]:
     """The images and models the host provisions (its variants', its cluster variants', the ones
@@ -372,10 +425,12 @@ def _provisioning(host: str, spec: Mapping[str, Any] | None, provisioned_entries
 
 
 def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
-              members: list[tuple[str, Mapping[str, Any]]] | None = None) -> dict[str, Any]:
+              members: list[tuple[str, Mapping[str, Any]]] | None = None, residents: bool = True) -> dict[str, Any]:
     """The host's plan (see the module docstring). ``members``: when the host is in a cluster
     (``bench_cluster``), every member's ``(host, variables)`` in inventory order (the action plugin
-    reads them from hostvars)."""
+    reads them from hostvars). ``residents``: count the unit's residents in its memory plan (from
+    the controller's deployment records until ``with_residents`` has the unit's listing); off for
+    health.yml, which measures a unit's resident instead of starting a canary beside it."""
     v = _host_variables(variables)
     hardware, model_profiles, settings, variants = _variants(v, variables)
     server = server_settings(v, host)
@@ -386,6 +441,10 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
     spec, role = _cluster_of(v, host, members, gpus)
     hp = _HostPlan(v=v, host=host, hardware=hardware, settings=settings, server=server,
                    known=known, remote_dir=remote_dir, probes=probes, gpus=gpus)
+    mem = {**memory_mod.context(host, hardware, v), "results_dir": str(v["bench_results_dir"]),
+           "profiles_dir": str(v["bench_profiles_dir"]), "residents_off": not residents}
+    unit_residents, where = (_memory_residents({"memory": mem, "host": host, "hardware": hardware}, None) if residents
+                             else ([], "none counted (health.yml measures a resident instead of a canary)"))
     entries = []
     cluster_entries = []
     worker_needs: list[dict[str, Any]] = []
@@ -397,8 +456,9 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
             worker_needs.append({"variant": variant, "model_profile": model_profile})
             continue
         head = on_cluster and role == "head"
-        entry = _variant_entry(hp, variant, model_profile, spec["serve"] if head else None,
-                               (tp, pp) if on_cluster and role is None else None)
+        entry = _with_memory(_variant_entry(hp, variant, model_profile, spec["serve"] if head else None,
+                                            (tp, pp) if on_cluster and role is None else None),
+                             mem, unit_residents, where)
         if head:
             entry["cluster"] = {"name": spec["name"], "tensor_parallel_size": tp, "pipeline_parallel_size": pp}
             entry["summary"] = ([f"cluster variant: across {' + '.join(spec['members'])} (Ray, TP={tp}, PP={pp}); "
@@ -423,6 +483,8 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
         # The unit's cache folders (host paths; <unit home>/… until with_unit has the unit's home).
         "unit": _unit_block(unit_caches(v), None),
+        # What every variant's memory plan shares (sparkbench.memory; with_residents reads it again).
+        "memory": mem, "hardware": hardware, "check_mode": bool(check_mode),
     }
 
 

@@ -120,17 +120,17 @@ def test_the_probe_scales_the_bandwidth_against_a_sound_units_reading():
 def test_memory_refuses_a_context_beyond_the_model_and_weights_beyond_the_share():
     m = profile("openai/gpt-oss-120b")
     cfg = TwinConfig(max_model_len=1_000_000_000)
-    far = memory_fit(m, HW, cfg, build_twin(m, HW, cfg))
+    far = memory_fit(m, HW, cfg)
     assert far["fits"] is False and "beyond the model's context (131,072 tokens)" in far["reason"]
     cfg = TwinConfig(gpu_memory_utilization=0.5)
-    small = memory_fit(m, HW, cfg, build_twin(m, HW, cfg))
+    small = memory_fit(m, HW, cfg)
     assert small["fits"] is False and small["budget_gb"] == pytest.approx(64.0) and "weights alone" in small["reason"]
     cfg = TwinConfig(tensor_parallel_size=2, gpu_memory_utilization=0.5)
-    pair = memory_fit(m, HW, cfg, build_twin(m, HW, cfg))
+    pair = memory_fit(m, HW, cfg)
     assert pair["fits"] is True and pair["weights_gb"] == pytest.approx(small["weights_gb"] / 2)
     n35 = profile(N35)
     cfg = TwinConfig(kv_cache_dtype="fp8")
-    ok = memory_fit(n35, HW, cfg, build_twin(n35, HW, cfg))
+    ok = memory_fit(n35, HW, cfg)
     assert ok["fits"] is True and ok["context"] == 262144 and ok["max_context"] == 262144
     assert ok["kv_gb"] == pytest.approx((10 * 2 * 256 * 2 * 262144 + build_twin(n35, HW, cfg).state_bytes / 2) / 1e9)
 

@@ -11,6 +11,10 @@ from ..twin.pacing import PacingModel
 
 #: bytes per weight of an unquantised model served with ``--dtype`` (auto: the checkpoint's bf16)
 DTYPE_BYTES = {"float32": 4.0, "float": 4.0, "bfloat16": 2.0, "float16": 2.0, "half": 2.0}
+#: vLLM's ``--gpu-memory-utilization`` when unset: ``Field(default=0.92, gt=0, le=1)`` in
+#: ``vllm/config/cache.py`` (0.25 to 0.33: shared/reference/vllm.md; the 0.32.0 argument schema in
+#: sparkbench/data/vllm_args says 0.92); older releases used 0.9.
+VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 
 
 class PredictInputError(ValueError):
@@ -57,7 +61,7 @@ class TwinConfig:
     moe_backend: str = "auto"
     max_model_len: int | None = None
     max_num_seqs: int | None = None
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
     dtype: str = "auto"
 
     @classmethod
@@ -71,7 +75,7 @@ class TwinConfig:
                        moe_backend=str(a.get("moe-backend") or "auto"),
                        max_model_len=int(a["max-model-len"]) if a.get("max-model-len") else None,
                        max_num_seqs=int(a["max-num-seqs"]) if a.get("max-num-seqs") else None,
-                       gpu_memory_utilization=float(a.get("gpu-memory-utilization") or 0.9),
+                       gpu_memory_utilization=float(a.get("gpu-memory-utilization") or VLLM_DEFAULT_GPU_MEMORY_UTILIZATION),
                        dtype=str(a.get("dtype") or "auto"))
         except (TypeError, ValueError) as exc:
             if isinstance(exc, PredictInputError):

@@ -63,6 +63,6 @@ def predict(model: Mapping[str, Any], hardware: Mapping[str, Any], config: TwinC
             "config": config.__dict__, "single": rate(1), "parallel": {str(n): rate(n) for n in PARALLEL},
             "mtp": mtp, "acceptance": acc[:config.spec_k] if config.spec_k else None,
             "bandwidth_scale": bandwidth_scale, "calibration": dict(calibration) if calibration else None,
-            "interval_basis": basis, "memory": memory_fit(model, hardware, config, twin),
+            "interval_basis": basis, "memory": memory_fit(model, hardware, config),
             "launch_fit": {k: v for k, v in launch.items() if k != "config"} if launch else None,
             "bytes_per_token": twin.dense_bytes + twin.expert_bytes_slot * twin.experts_touched(1)}

@@ -69,7 +69,10 @@ VARIABLES: dict[str, Any] = {
     **{k: BENCH_VARIABLES[k] for k in (
         "vllm_server_port", "vllm_server_ready_timeout_s", "vllm_server_api_key", "spark_host_hf_token",
         "sparkbench_hf_token", "spark_host_hf_cache", "spark_host_vllm_cache", "spark_host_flashinfer_cache",
-        "sparkbench_gpu_less", "spark_host_gpu_probe", "llm_bench_python", "llm_bench_remote_dir")},
+        "sparkbench_gpu_less", "spark_host_gpu_probe", "llm_bench_python", "llm_bench_remote_dir",
+        # the unit's memory plan (sparkbench.serve.memory)
+        "bench_hardware_profile_name", "bench_profiles_dir", "bench_tenants", "bench_memory_reserve_gb",
+        "bench_unit_memory_gb")},
 }
 STATES = ("present", "absent")
 SIMULATOR_GIB = 0.5

@@ -111,6 +111,14 @@ def recurrent_state_bytes(la: dict | None) -> float:
     return float(per * la["layers"])
 
 
+def kv_bytes_per_token(model: dict, kv_cache_dtype: str = "auto") -> float:
+    """KV-cache bytes one token holds over the model's full-attention layers (K and V) at
+    ``--kv-cache-dtype`` (``auto``: the model's 16-bit dtype)."""
+    att = model.get("attention") or {}
+    kvb = KV_DTYPE_BYTES.get(kv_cache_dtype, 2)
+    return float(att.get("full_attention_layers", 0) * att.get("num_kv_heads", 0) * att.get("head_dim", 0) * 2 * kvb)
+
+
 @dataclass
 class PacingModel:
     """Step-time model for one (hardware, model, flags, knobs) combination.
@@ -164,10 +172,7 @@ class PacingModel:
             self.dense_bytes = float(files["dense"] + files["embedding_row"] + files["lm_head"])
             self.expert_bytes_slot = float(files["routed_experts"]) / float(moe["experts_per_token"]) if moe else 0.0
         self.state_bytes = 2.0 * recurrent_state_bytes(m.get("linear_attention"))
-        att = m.get("attention") or {}
-        kvb = KV_DTYPE_BYTES.get(self.kv_cache_dtype, 2)
-        self.kv_bytes_per_token = float(att.get("full_attention_layers", 0) * att.get("num_kv_heads", 0)
-                                        * att.get("head_dim", 0) * 2 * kvb)
+        self.kv_bytes_per_token = kv_bytes_per_token(m, self.kv_cache_dtype)
         self.launch_s = float(eng["layer_launch_us"]) * 1e-6
         mtp = m.get("mtp") or {}
         self.draft_bytes = (float(mtp.get("layer_params_b", 0.0)) + float(m.get("lm_head_params_b", 0.0))) * 1e9 * self.b

@@ -1,0 +1,88 @@
+"""The residents already in a unit's memory, as rows of its plan.
+
+Where they come from: the unit's listing of its containers labelled ``sparkbench.resident``
+(``sparkbench.serve.record.residents``: every running resident or candidate) where the playbook
+has read it, else the controller's deployment records in state ``deployed``
+(``<bench_results_dir>/.deployments/<host>/``). Each one's share is reckoned from the result it was
+deployed from (its flags, environment and model profile): the record's ``source.path``, or
+``<results>/<run>/<host>/<variant>.json`` from the container's labels. A resident whose result is
+not there is listed with its share unknown and not counted (the plan says so).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..paths import model_profile_path, result_path
+from ..serve import record as record_mod
+from .engine import engine_row
+
+#: Profile fields the arithmetic needs of a model (a result's embedded profile may be older).
+MODEL_FIELDS = ("attention", "max_model_len")
+
+
+def _load(path: Any) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(Path(str(path)).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def present(results_dir: str | Path, host: str,
+            listing: Sequence[Mapping[str, Any]] | None = None) -> tuple[list[dict[str, Any]], str]:
+    """``([{name, variant, port, run, path}], where they come from)``: the running containers of the
+    unit's ``listing`` when given, else the controller's deployed records."""
+    records = record_mod.deployed(results_dir, host)
+    if listing is None:
+        where = f"the controller's deployment records ({Path(results_dir) / record_mod.FOLDER / host})"
+        return [{"name": r.get("container"), "variant": r.get("variant"), "port": r.get("port"),
+                 "run": (r.get("source") or {}).get("run"), "path": (r.get("source") or {}).get("path")}
+                for r in records], where
+    by_variant = {r.get("variant"): r for r in records}
+    out = []
+    for c in listing:
+        if not c.get("running"):
+            continue
+        rec = by_variant.get(c.get("variant")) or {}
+        src = rec.get("source") or {}
+        run = c.get("run") or src.get("run")
+        path = src.get("path") if src.get("run") == run and src.get("path") else result_path(
+            results_dir, str(run), host, str(c.get("variant")))
+        out.append({"name": c.get("name"), "variant": c.get("variant"), "port": c.get("port"), "run": run,
+                    "path": str(path)})
+    return out, "the unit's listing of its resident containers"
+
+
+def _model(doc: Mapping[str, Any], profiles_dir: str | Path) -> dict[str, Any] | None:
+    """The resident's model profile: the result's own where it is complete, else the profiles folder's."""
+    embedded = (doc.get("profile") or {}).get("model") or {}
+    if all(k in embedded for k in MODEL_FIELDS):
+        return dict(embedded)
+    model = (doc.get("variant") or {}).get("model") or (doc.get("manifest") or {}).get("model")
+    return _load(model_profile_path(str(model), profiles_dir)) if model else None
+
+
+def row_from_result(kind: str, name: str, path: Any, hardware: Mapping[str, Any], profiles_dir: str | Path,
+                    total_gb: float | None) -> dict[str, Any]:
+    """An engine's plan row from the result it serves as measured (its flags, environment and model
+    profile); its share unknown (not counted) when the result or the model profile is not there."""
+    doc = _load(path)
+    model = _model(doc, profiles_dir) if doc else None
+    if not doc or not model:
+        why = f"no result at {path}" if not doc else "no model profile"
+        return {"kind": kind, "name": name, "gb": None, "share": f"unknown ({why}): not counted",
+                "share_short": "unknown", "problems": []}
+    variant = doc.get("variant") or {}
+    env = {**(variant.get("env") or {}), **((doc.get("launch") or {}).get("env") or {})}
+    return engine_row(kind, name, model, hardware, variant.get("args") or {}, env, total_gb)
+
+
+def rows(found: Sequence[Mapping[str, Any]], hardware: Mapping[str, Any], profiles_dir: str | Path,
+         total_gb: float | None) -> list[dict[str, Any]]:
+    """One plan row per resident (``present``), its share reckoned from its result."""
+    return [{**row_from_result("resident", str(f.get("name") or f.get("variant")), f.get("path"), hardware,
+                               profiles_dir, total_gb),
+             "variant": f.get("variant"), "run": f.get("run"), "port": f.get("port")} for f in found]
