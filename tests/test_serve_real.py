@@ -12,7 +12,10 @@ tests on real vLLM:
 - a rollback driven by an unhealthy start: a result whose flags real vLLM refuses (``--dtype
   float17``, vLLM's own argument parser: cheap, no model load) started beside the resident; the
   deploy fails at stage ``start`` with vLLM's error line in the failure record, the resident keeps
-  serving, untouched.
+  serving, untouched;
+- two residents on one host, each with its own KV budget (``VLLM_CPU_KVCACHE_SPACE`` 1 and 2 GiB):
+  a second variant deployed on its own port beside the first, the memory plan naming the first
+  resident, both serving.
 
 Ports 19500-19599 by process id; containers carry a per-session prefix and are removed at teardown.
 """
@@ -35,21 +38,22 @@ from helpers import REPO, ansible_env, containers, playbook_cmd
 
 IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 HOST = "srv-cpu01"
-VARIANT = "tiny-eager"
+VARIANT, SECOND = "tiny-eager", "tiny-kv2"
 _BASE = 19500 + 4 * (os.getpid() % 25)  # 19500-19599
-BENCH_PORT, SERVE_PORT, CANDIDATE_PORT = _BASE, _BASE + 1, _BASE + 2
+BENCH_PORT, SERVE_PORT, CANDIDATE_PORT, SECOND_PORT = _BASE, _BASE + 1, _BASE + 2, _BASE + 3
 
 _DOCKER_OK, _DOCKER_WHY = docker_available()
 pytestmark = [pytest.mark.skipif(not _DOCKER_OK, reason=f"real vLLM needs Docker: {_DOCKER_WHY}"),
               pytest.mark.real, pytest.mark.ansible]
 
 
-def source_document(image_id: str, run: str, args: dict) -> dict:
-    """A complete result of ``VARIANT`` with ``args`` as bench.yml would record it on ``HOST``."""
-    variant = {"name": VARIANT, "build": "tiny", "config": "eager", "model": "sparkbench/tiny-llama",
+def source_document(image_id: str, run: str, args: dict, name: str = VARIANT, kv_gib: int = 1) -> dict:
+    """A complete result of ``name`` with ``args`` and a KV budget of ``kv_gib`` GiB as bench.yml
+    would record it on ``HOST``."""
+    variant = {"name": name, "build": "tiny", "config": "eager", "model": "sparkbench/tiny-llama",
                "revision": None, "image": IMAGE, "env": {}, "args": args}
     launch = launch_spec(variant, {"host": "127.0.0.1", "port": BENCH_PORT, "container_name": f"x-{HOST}",
-                                   "gpus": False, "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+                                   "gpus": False, "env": {"VLLM_CPU_KVCACHE_SPACE": str(kv_gib)},
                                    "hf_cache": "/x/hf", "vllm_cache": "/x/vllm", "flashinfer_cache": "/x/fi"})
     settings = settings_mod.normalize({**settings_mod.DEFAULTS, "output_tokens": 32, "runs": 5, "warmup": 0,
                                        "concurrency": [], "context": [0], "quality": False, "image": False,
@@ -76,9 +80,11 @@ def unit(tmp_path_factory):
     prefix = f"sbtest-svr{os.getpid()}"
     results = tmp / "results"
     args = {"max-model-len": 2048, "max-num-seqs": 8, "enforce-eager": True, "dtype": "bfloat16"}
+    image_id = inspect.stdout.strip()
     for run, a in (("R1", args), ("R2", {**args, "dtype": "float17"})):
         (results / run / HOST).mkdir(parents=True)
-        (results / run / HOST / f"{VARIANT}.json").write_text(json.dumps(source_document(inspect.stdout.strip(), run, a)))
+        (results / run / HOST / f"{VARIANT}.json").write_text(json.dumps(source_document(image_id, run, a)))
+    (results / "R1" / HOST / f"{SECOND}.json").write_text(json.dumps(source_document(image_id, "R1", args, SECOND, 2)))
     inv = {"all": {"children": {"sparks": {"children": {"real_cpu": {"hosts": {HOST: {"vllm_server_port": BENCH_PORT}}}}}}}}
     (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
     extra = {"bench_results_dir": str(results), "spark_host_hf_cache": str(tmp / "hf"),
@@ -138,3 +144,23 @@ def test_a_bad_flag_rolls_back_and_the_resident_keeps_serving(unit):
     assert list(found) == [name] and found[name]["State"]["StartedAt"] == unit["started"]
     with urllib.request.urlopen(f"http://127.0.0.1:{SERVE_PORT}/health", timeout=10) as resp:
         assert resp.status == 200
+
+
+def test_a_second_resident_with_its_own_kv_budget_serves_beside_the_first(unit):
+    proc = unit["serve"]("-e", f"serve_variant={SECOND}", "-e", "serve_run=R1", "-e", f"serve_port={SECOND_PORT}")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    out = " ".join(proc.stdout.split())
+    plan = out[out.find(f"memory plan of {HOST}"):][:1500]
+    assert plan and f"resident {VARIANT}" in plan and f"engine {SECOND}" in plan, out[:6000]
+    found = containers(unit["prefix"])
+    first, second = f"{unit['prefix']}-resident-{VARIANT}", f"{unit['prefix']}-resident-{SECOND}"
+    assert sorted(found) == sorted([first, second]), list(found)
+    assert found[first]["State"]["StartedAt"] == unit["started"]  # the first resident was left alone
+    budgets = {n: [e for e in found[n]["Config"]["Env"] if e.startswith("VLLM_CPU_KVCACHE_SPACE=")] for n in found}
+    assert budgets == {first: ["VLLM_CPU_KVCACHE_SPACE=1"], second: ["VLLM_CPU_KVCACHE_SPACE=2"]}, budgets
+    for port in (SERVE_PORT, SECOND_PORT):
+        body = json.dumps({"model": "sparkbench/tiny-llama", "prompt": "Hello", "max_tokens": 4}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.status == 200 and json.loads(resp.read())["choices"]
