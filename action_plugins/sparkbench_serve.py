@@ -79,8 +79,11 @@ class ActionModule(ControllerAction):
         if "unit" in args:
             unit = args["unit"] or {}
             found = record_mod.residents(unit.get("containers") or [])
-            dep = spec_mod.on_unit(variables["serve_plan"]["deployment"], s, unit.get("home"), found,
-                                   str(unit.get("meminfo") or ""), unit.get("image_id"))
+            planned = variables["serve_plan"]["deployment"]
+            # The unit's memory plan with the previous resident kept: where the candidate may start.
+            both = memory_mod.deploy_plan(planned, s, host, results_dir, found, beside=True)
+            dep = spec_mod.on_unit(planned, s, unit.get("home"), found, str(unit.get("meminfo") or ""),
+                                   unit.get("image_id"), both)
             return {"changed": False, "ansible_facts": {"serve_deploy": dep, "serve_residents": found}}
         if "unit_record" in args:  # undeploy: the resident's record on the unit
             home = (args["unit_record"] or {}).get("home")

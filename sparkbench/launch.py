@@ -57,6 +57,11 @@ RESERVED_FLAGS = frozenset({"host", "port", "model"})
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 #: The unit's home in a path before the unit has answered (never mounted; the dry run shows it).
 UNIT_HOME = "<unit home>"
+#: A simulated unit's shared account (scripts/vllm_sim/unit_account.py): where its simulator
+#: containers see the unit's directory, and the knob that names it.
+SIM_UNIT_CONTAINER = "/run/sparkbench-unit"
+SIM_UNIT_ENV = "VLLM_SIM_UNIT_DIR"
+SIM_UNIT_VARIABLE = "sparkbench_sim_unit_dir"
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,37 @@ def unit_cache_list(caches: Mapping[str, str]) -> list[dict[str, str]]:
 def cache_volumes(caches: Mapping[str, str]) -> list[str]:
     """The ``host:container`` volumes of the cache folders, in ``UNIT_CACHES`` order."""
     return [f"{caches[c.key]}:{c.container}" for c in UNIT_CACHES]
+
+
+def sim_unit_path(value: Any, home: Any = None) -> str:
+    """A simulated unit's account directory (``sparkbench_sim_unit_dir``) as a plan holds it: "" when
+    unset (no shared account: each simulator alone); an absolute path as set; ``~/…`` below the
+    unit's home (``<unit home>/…`` until ``home`` is known)."""
+    text = str(value or "").strip()
+    if not text:
+        return ""
+    if text == "~" or text.startswith("~/"):
+        text = UNIT_HOME + text[1:]
+    if not (text.startswith(UNIT_HOME) or text.startswith("/")):
+        raise InputError(f"{SIM_UNIT_VARIABLE} is {text!r}: not an absolute path; set an absolute path on the unit, "
+                         "~/… (below the remote user's home there), or leave it unset (no shared unit account)")
+    return resolve_unit_path(text.rstrip("/") or "/", home)
+
+
+def sim_unit_mount(path: str) -> tuple[list[str], dict[str, str]]:
+    """``(volumes, env)`` that give a simulator container its unit's shared account at ``path``
+    (none when ``path`` is "")."""
+    if not path:
+        return [], {}
+    return [f"{path}:{SIM_UNIT_CONTAINER}"], {SIM_UNIT_ENV: SIM_UNIT_CONTAINER}
+
+
+def sim_unit_unresolved(path: str, where: str) -> str:
+    """Why a unit account directory that still holds ``UNIT_HOME`` cannot be mounted; "" otherwise."""
+    if UNIT_HOME not in path:
+        return ""
+    return (f"{where}: {SIM_UNIT_VARIABLE}={path} is not resolved on the unit (its home was not read); let the "
+            "plan read it (playbooks/tasks/host.yml) or set an absolute path")
 
 
 def normalize_flag(name: Any) -> str:
@@ -274,14 +310,16 @@ def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[s
     env.update({str(k): str(v) for k, v in (variant.get("env") or {}).items()})
     secret_env = [str(n) for n in server.get("secret_env") or [] if str(n) not in env]
     caches = unit_caches(server, server.get("unit_home"))
+    sim_unit = sim_unit_path(server.get("sim_unit_dir"), server.get("unit_home"))
+    sim_volumes, sim_env = sim_unit_mount(sim_unit)
     container: dict[str, Any] = {
         "name": str(server.get("container_name") or "sparkbench-vllm"),
         "image": str(image),
         "command": argv,
         "network_mode": "host",
         "ipc_mode": "host",
-        "volumes": cache_volumes(caches),
-        "env": env,
+        "volumes": cache_volumes(caches) + sim_volumes,
+        "env": {**env, **sim_env},
         "device_requests": ([{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
                             if server.get("gpus", True) else None),
         "labels": {"sparkbench.variant": str(variant["name"])},
@@ -295,21 +333,24 @@ def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[s
     base = str(server.get("base_url") or f"http://{host}:{port}").rstrip("/")
     if server.get("exec_in"):  # a cluster variant: vllm serve inside the head's Ray container
         log_file = str(server.get("log_file") or "/tmp/sparkbench-vllm.log")
-        container = {**container, "name": str(server["exec_in"]), "exec_in": str(server["exec_in"])}
+        container = {**container, "name": str(server["exec_in"]), "exec_in": str(server["exec_in"]),
+                     "volumes": cache_volumes(caches), "env": env}
         # The head's Ray container mounts the caches (sparkbench.cluster): nothing mounted here.
         return {"argv": argv, "env": env, "secret_env": secret_env, "image": str(image), "container": container,
                 "exec": {"container": str(server["exec_in"]), "log_file": log_file, "pid_file": f"{log_file}.pid"},
                 "command": docker_exec_line(server["exec_in"], argv, env, secret_env),
                 "health_url": f"{base}/health", "base_url": base, "caches": caches, "unresolved": ""}
+    where = f"container {container['name']}"
     return {"argv": argv, "env": env, "secret_env": secret_env, "image": str(image), "container": container,
             "command": docker_run_line(container, secret_env), "health_url": f"{base}/health",
-            "base_url": base, "caches": caches, "unresolved": unresolved_message(caches, f"container {container['name']}")}
+            "base_url": base, "caches": caches, "sim_unit": sim_unit,
+            "unresolved": unresolved_message(caches, where) or sim_unit_unresolved(sim_unit, where)}
 
 
 def with_unit_home(spec: Mapping[str, Any], home: Any) -> dict[str, Any]:
-    """The launch spec with the unit's ``home`` put into its cache folders: the volumes, the
-    ``docker run`` line and ``unresolved`` follow; argv, environment and so the configuration
-    hash do not change."""
+    """The launch spec with the unit's ``home`` put into its cache folders and its simulated unit's
+    account: the volumes, the ``docker run`` line and ``unresolved`` follow; argv, environment and
+    so the configuration hash do not change."""
     out = dict(spec)
     if not spec.get("caches"):
         return out
@@ -317,10 +358,13 @@ def with_unit_home(spec: Mapping[str, Any], home: Any) -> dict[str, Any]:
     out["caches"] = caches
     if spec.get("exec"):
         return out
-    container = {**spec["container"], "volumes": cache_volumes(caches)}
+    sim_unit = sim_unit_path(spec.get("sim_unit"), home)
+    container = {**spec["container"], "volumes": cache_volumes(caches) + sim_unit_mount(sim_unit)[0]}
     out["container"] = container
+    out["sim_unit"] = sim_unit
     out["command"] = docker_run_line(container, spec.get("secret_env") or [])
-    out["unresolved"] = unresolved_message(caches, f"container {container['name']}")
+    where = f"container {container['name']}"
+    out["unresolved"] = unresolved_message(caches, where) or sim_unit_unresolved(sim_unit, where)
     return out
 
 

@@ -65,6 +65,7 @@ from .launch import (
     config_hash,
     launch_spec,
     resolve_unit_path,
+    sim_unit_path,
     unit_cache_list,
     unit_caches,
     unresolved_message,
@@ -110,6 +111,8 @@ VARIABLES: dict[str, Any] = {
     "spark_host_hf_cache": "",
     "spark_host_vllm_cache": "",
     "spark_host_flashinfer_cache": "",
+    # a simulated unit's shared account (scripts/vllm_sim/unit_account.py); "" = none
+    "sparkbench_sim_unit_dir": "",
     "sparkbench_gpu_less": False,
     "spark_host_gpu_probe": "",
     "llm_bench_python": "python3",
@@ -170,6 +173,7 @@ def server_settings(v: Mapping[str, Any], host: str) -> dict[str, Any]:
     # The unit's cache folders as far as the controller knows them: <unit home>/… until with_unit.
     return {"host": str(v["vllm_server_host"]), "port": v["vllm_server_port"],
             "container_name": f"{v['vllm_server_container_prefix']}-{host}", **unit_caches(v),
+            "sim_unit_dir": v["sparkbench_sim_unit_dir"],
             "gpus": not as_bool(v["sparkbench_gpu_less"]), "env": dict(v["vllm_server_env"] or {}),
             "secret_env": secret_env, "ready_timeout_s": v["vllm_server_ready_timeout_s"]}
 
@@ -483,6 +487,8 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
         # The unit's cache folders (host paths; <unit home>/… until with_unit has the unit's home).
         "unit": _unit_block(unit_caches(v), None),
+        # A simulated unit's shared account: the directory made before any container starts, tenants.json.
+        "sim_unit": sim_unit_block(v["sparkbench_sim_unit_dir"], v["bench_tenants"]),
         # What every variant's memory plan shares (sparkbench.memory; with_residents reads it again).
         "memory": mem, "hardware": hardware, "check_mode": bool(check_mode),
     }
@@ -499,6 +505,17 @@ def _unit_block(caches: Mapping[str, str], home: str | None) -> dict[str, Any]:
     """``plan["unit"]``: the unit's home (None until read), its cache folders, whether all are
     real paths (``unresolved``: "" or why not)."""
     return {"home": home, **caches, "unresolved": unresolved_message(caches)}
+
+
+def sim_unit_block(directory: Any, tenants: Any, home: Any = None) -> dict[str, Any] | None:
+    """A simulated unit's shared account (``sparkbench_sim_unit_dir``; None when unset): the
+    directory (``<unit home>/…`` until ``home`` is known) and ``tenants_json``, the text of its
+    ``tenants.json`` (``bench_tenants`` as ``[{name, gb}]``, scripts/vllm_sim/unit_account.py)."""
+    path = sim_unit_path(directory, home)
+    if not path:
+        return None
+    declared = [{"name": t["name"], "gb": t["gb"]} for t in memory_mod.tenants(tenants)]
+    return {"dir": path, "tenants_json": json.dumps(declared, indent=1) + "\n"}
 
 
 def with_unit(plan: Mapping[str, Any], home: Any,
@@ -523,6 +540,8 @@ def with_unit(plan: Mapping[str, Any], home: Any,
     out["cluster_variants"] = [resolved(e) for e in plan.get("cluster_variants") or []]
     if plan.get("bracket"):
         out["bracket"] = resolved(plan["bracket"])
+    if plan.get("sim_unit"):
+        out["sim_unit"] = {**plan["sim_unit"], "dir": sim_unit_path(plan["sim_unit"]["dir"], home_text)}
     unit = plan.get("unit") or _unit_block(unit_caches(), None)
     out["unit"] = _unit_block({k: resolve_unit_path(str(unit[k]), home_text) for k in unit_caches()}, home_text)
     if plan.get("cluster"):

@@ -83,18 +83,3 @@ def test_bench_check_prints_each_plan_and_refuses_what_cannot_fit(unit):
     assert "engine half 64.0 0.5 x 128 GB" in out and "→ fits: 92.0 of 128 GB, 36.0 GB free" in out
     assert "inside half's share: weights 22.6 GB" in out and out.count("preflight: pass") == 1
 
-
-def test_serve_check_prints_the_plan_and_refuses_one_that_cannot_fit(unit):
-    fits = unit["play"]("playbooks/serve.yml", "-e", "serve_variant=half")
-    assert fits.returncode == 0, fits.stdout[-4000:]
-    out = flat(fits.stdout)
-    assert "memory plan of mem-sim01: 128 GB" in out and "residents from the controller's deployment records" in out
-    assert "engine half 64.0 0.5 x 128 GB 72.0 56.0" in out and "→ fits: 72.0 of 128 GB, 56.0 GB free" in out
-    refused = unit["play"]("playbooks/serve.yml", "-e", "serve_variant=half", "-e",
-                           json.dumps({"bench_tenants": [{"name": "comfyui", "gb": 60}]}))
-    assert refused.returncode != 0
-    out = flat(refused.stdout)
-    assert "TASK [Serve | refuse a memory plan that cannot fit]" in out, out[-4000:]
-    assert ("the unit's memory plan does not fit: sparkbench-resident-half takes 64.0 GB (--gpu-memory-utilization "
-            "0.5 x 128 GB) beside reserve system 8.0 GB, tenant comfyui 60.0 GB: 132.0 GB of 128 GB, 4.0 GB over") in out
-    assert "less than desired GPU memory utilization (0.5, 59.60 GiB)" in out and "fix: lower" in out

@@ -65,6 +65,9 @@ def unit(tmp_path_factory):
         FAR: {"vllm_server_port": BENCH_PORT, "ansible_connection": "ssh", "ansible_host": "127.0.0.1",
               "ansible_port": 1, "ansible_user": "nobody", "ansible_python_interpreter": "/usr/bin/python3"}}}}}}}}
     (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
+    # Two engines share the simulated unit's memory account (sparkbench_sim_unit_dir): at 0.4 each the
+    # resident and a candidate (or a bench variant) fit beside each other (8 + 2 x 51.2 of 128 GB).
+    matrix = yaml.safe_load((REPO / "inventory/group_vars/all/matrix.yml").read_text())
     common = {
         "bench_results_dir": str(tmp / "results"), "spark_host_hf_cache": str(tmp / "hf"),
         "spark_host_vllm_cache": str(tmp / "vllm"), "spark_host_flashinfer_cache": str(tmp / "flashinfer"),
@@ -74,6 +77,7 @@ def unit(tmp_path_factory):
         "serve_port": SERVE_PORT, "serve_candidate_port": CANDIDATE_PORT,
         "serve_container_prefix": f"{prefix}-resident", "serve_candidate_prefix": f"{prefix}-candidate",
         "serve_unit_dir": str(tmp / "unit-records"), "vllm_server_ready_timeout_s": 60,
+        "bench_common_args": {**matrix["bench_common_args"], "gpu-memory-utilization": 0.4},
     }
     bench = {**common, "bench_run_id": "R1", "bench_bracket": False, "bench_bandwidth_probe": False,
              "vllm_server_container_prefix": prefix,
@@ -116,12 +120,24 @@ def history(unit, state: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((deployments(unit) / "history").glob(f"*-{state}.json"))]
 
 
-def test_check_prints_the_command_and_starts_nothing(unit):
-    proc = serve(unit, "-e", f"serve_variant={VARIANT}", "--check")
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    out = " ".join(proc.stdout.split())
-    assert f"docker run -d --name {unit['prefix']}-resident-{VARIANT} --restart unless-stopped" in out, out[-3000:]
+def test_check_prints_the_command_and_the_memory_plan_and_starts_nothing(unit):
+    """--check prints the resident's command and the unit's memory plan; a plan that cannot fit (a
+    declared 80 GB tenant beside the resident's 51.2 GB share) fails the play before the unit is
+    touched, naming the numbers, vLLM's own message and the fix."""
+    proc = serve(unit, "-e", f"serve_variant={VARIANT}", "--check", "-e",
+                 json.dumps({"bench_tenants": [{"name": "comfyui", "gb": 80}]}))
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    out = " ".join(proc.stdout.replace("''", "'").split())
+    name = f"{unit['prefix']}-resident-{VARIANT}"
+    assert f"docker run -d --name {name} --restart unless-stopped" in out, out[-3000:]
     assert f"--port {SERVE_PORT}" in out and "config hash " + unit["source"]["config_hash"][:12] in out
+    # The simulated unit's shared account is mounted, outside the configuration hash.
+    assert "-e VLLM_SIM_UNIT_DIR=/run/sparkbench-unit" in out and f"sparkbench-units/{HOST}:/run/sparkbench-unit" in out
+    assert f"memory plan of {HOST}: 128 GB" in out and "residents from the controller's deployment records" in out
+    assert "TASK [Serve | refuse a memory plan that cannot fit]" in out
+    assert (f"the unit's memory plan does not fit: {name} takes 51.2 GB (--gpu-memory-utilization 0.4 x 128 GB) "
+            "beside reserve system 8.0 GB, tenant comfyui 80.0 GB: 139.2 GB of 128 GB, 11.2 GB over") in out
+    assert "less than desired GPU memory utilization (0.4, 47.68 GiB)" in out and "fix: lower" in out
     assert containers(unit["prefix"]) == {} and not deployments(unit).exists()
 
 
@@ -138,6 +154,7 @@ def test_a_result_that_cannot_be_found_fails_before_the_unit(unit):
 def test_deploy_with_a_passing_canary(unit):
     proc = serve(unit, "-e", f"serve_variant={VARIANT}")
     assert proc.returncode == 0, proc.stdout[-5000:]
+    assert "→ fits: 59.2 of 128 GB, 68.8 GB free" in " ".join(proc.stdout.split()), proc.stdout[-5000:]
     name = f"{unit['prefix']}-resident-{VARIANT}"
     found = containers(unit["prefix"])
     assert list(found) == [name], list(found)
@@ -286,7 +303,9 @@ def test_an_unhealthy_start_beside_the_resident_rolls_back(unit):
         # The simulator retries a taken port until the ready timeout: a short one.
         proc = serve(unit, "-e", f"serve_variant={VARIANT}", "-e", "vllm_server_ready_timeout_s=15")
     assert proc.returncode != 0
-    assert "beside: 0.5 GiB needed (a simulator)" in " ".join(proc.stdout.split()), proc.stdout[-5000:]
+    # The unit's memory plan holds both at 0.4 (the simulated unit's shared account): beside.
+    assert ("beside: the unit's memory plan holds the candidate beside the previous resident (110.4 of 128 GB)"
+            in " ".join(proc.stdout.replace("''", "'").split())), proc.stdout[-5000:]
     f = history(unit, "failed")[-1]
     assert f["failure"]["stage"] == "start", f["failure"]
     assert f["failure"]["log_excerpt"], f["failure"]

@@ -23,13 +23,14 @@ def _replaced(found: Mapping[str, Any], dep: Mapping[str, Any]) -> bool:
 
 
 def deploy_plan(dep: Mapping[str, Any], s: Mapping[str, Any], host: str, results_dir: str,
-                listing: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                listing: Sequence[Mapping[str, Any]] | None = None, beside: bool = False) -> dict[str, Any]:
     """The unit's memory plan with ``dep`` (``sparkbench.serve.spec.deployment``) deployed;
-    ``listing``: the unit's residents (``sparkbench.serve.record.residents``) once read."""
+    ``listing``: the unit's residents (``sparkbench.serve.record.residents``) once read; ``beside``:
+    the resident it replaces kept too (the candidate tried beside it: ``spec.placement``)."""
     hardware, _ = load_profiles([], str(s["bench_hardware_profile_name"]), s["bench_profiles_dir"])
     ctx = memory_mod.context(host, hardware, s)
     found, where = memory_mod.present(results_dir, host, listing)
-    kept = [f for f in found if not _replaced(f, dep)]
+    kept = [f for f in found if beside or not _replaced(f, dep)]
     if len(kept) < len(found):
         where += f" (less {len(found) - len(kept)} this deploy replaces)"
     residents = memory_mod.rows(kept, hardware, s["bench_profiles_dir"], ctx["total_gb"])

@@ -43,10 +43,13 @@ from ..launch import (
     docker_run_line,
     port_number,
     resolve_unit_path,
+    sim_unit_mount,
+    sim_unit_path,
+    sim_unit_unresolved,
     unit_caches,
     unresolved_message,
 )
-from ..plan import BRACKET_SETTINGS, LOOPBACK, as_bool, measure_command, probe_commands
+from ..plan import BRACKET_SETTINGS, LOOPBACK, as_bool, measure_command, probe_commands, sim_unit_block
 from ..plan import VARIABLES as BENCH_VARIABLES
 
 #: The serve variables and their defaults (inventory/group_vars/all/serve.yml sets the same).
@@ -69,6 +72,7 @@ VARIABLES: dict[str, Any] = {
     **{k: BENCH_VARIABLES[k] for k in (
         "vllm_server_port", "vllm_server_ready_timeout_s", "vllm_server_api_key", "spark_host_hf_token",
         "sparkbench_hf_token", "spark_host_hf_cache", "spark_host_vllm_cache", "spark_host_flashinfer_cache",
+        "sparkbench_sim_unit_dir",
         "sparkbench_gpu_less", "spark_host_gpu_probe", "llm_bench_python", "llm_bench_remote_dir",
         # the unit's memory plan (sparkbench.serve.memory)
         "bench_hardware_profile_name", "bench_profiles_dir", "bench_tenants", "bench_memory_reserve_gb",
@@ -144,12 +148,15 @@ def _reach(listen: str) -> str:
 
 
 def container(src: Mapping[str, Any], s: Mapping[str, Any], name: str, port: int, role: str,
-              caches: Mapping[str, str]) -> dict[str, Any]:
-    """One container of the deployment (resident or candidate) with its ``docker run`` line."""
+              caches: Mapping[str, str], sim_unit: str = "") -> dict[str, Any]:
+    """One container of the deployment (resident or candidate) with its ``docker run`` line;
+    ``sim_unit``: a simulated unit's shared account, mounted as bench.yml mounts it (sparkbench.launch)."""
     reach = _reach(s["serve_listen"])
+    sim_volumes, sim_env = sim_unit_mount(sim_unit)
     spec = {
         "name": name, "image": src["image"], "command": with_address(src["argv"], s["serve_listen"], port),
-        "network_mode": "host", "ipc_mode": "host", "volumes": cache_volumes(caches), "env": dict(src["env"]),
+        "network_mode": "host", "ipc_mode": "host", "volumes": cache_volumes(caches) + sim_volumes,
+        "env": {**src["env"], **sim_env},
         "device_requests": (None if as_bool(s["sparkbench_gpu_less"])
                             else [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]),
         # A candidate is not restarted: a start that fails must show as an exit, not a restart loop.
@@ -164,7 +171,7 @@ def container(src: Mapping[str, Any], s: Mapping[str, Any], name: str, port: int
     }
     return {"container": spec, "port": port, "base_url": f"http://{reach}:{port}",
             "health_url": f"http://{reach}:{port}/health", "command": docker_run_line(spec, s["secret_env"]),
-            "unresolved": unresolved_message(caches, f"container {name}")}
+            "unresolved": unresolved_message(caches, f"container {name}") or sim_unit_unresolved(sim_unit, f"container {name}")}
 
 
 def canary_settings(src: Mapping[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:
@@ -185,12 +192,13 @@ def names(s: Mapping[str, Any], variant: str) -> dict[str, str]:
 def deployment(src: Mapping[str, Any], s: Mapping[str, Any], host: str) -> dict[str, Any]:
     """The deployment before the unit has answered (cache folders below ``<unit home>``)."""
     caches = unit_caches(s)
+    sim_unit = sim_unit_path(s["sparkbench_sim_unit_dir"])
     n = names(s, src["variant"])
-    resident = container(src, s, n["resident"], s["serve_port"], "resident", caches)
+    resident = container(src, s, n["resident"], s["serve_port"], "resident", caches, sim_unit)
     return {
         "host": host, "variant": src["variant"], "source": {k: v for k, v in src.items() if k != "samples"},
         "baseline": list(src["samples"]), "names": n, "port": s["serve_port"], "listen": s["serve_listen"],
-        "candidate_port": s["serve_candidate_port"], "api_key": s["api_key"], "caches": caches,
+        "candidate_port": s["serve_candidate_port"], "api_key": s["api_key"], "caches": caches, "sim_unit": sim_unit,
         "resident": resident, "canary_settings": canary_settings(src, s), "slower_pct": s["serve_slower_pct"],
         "summary": [f"deploy {src['variant']} on {host} from run {src['run']} ({src['path']}; config hash "
                     f"{src['config_hash'][:12]}, measured {float(src['decode_tok_s_median'] or 0):.1f} tok/s single stream)",
@@ -237,8 +245,13 @@ def previous_resident(residents: Sequence[Mapping[str, Any]], s: Mapping[str, An
     return dict(next(iter(hits.values()))) if hits else None
 
 
-def placement(dep: Mapping[str, Any], previous: Mapping[str, Any] | None, meminfo: str, beside: str) -> dict[str, Any]:
-    """Where the candidate starts: ``fresh`` / ``beside`` / ``replace`` with the numbers that decided."""
+def placement(dep: Mapping[str, Any], previous: Mapping[str, Any] | None, meminfo: str, beside: str,
+              beside_plan: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Where the candidate starts: ``fresh`` / ``beside`` / ``replace`` with the numbers that decided.
+    With ``beside_plan`` (a simulated unit's shared account) the unit's memory plan with the
+    previous resident kept decides ``auto``, not the machine's MemAvailable."""
+    if beside_plan is not None and previous is not None and beside == "auto":
+        return plan_placement(beside_plan)
     need, how = need_gib(dep["source"])
     avail = available_gib(meminfo)
     out = {"need_gib": round(need, 2), "need": how, "available_gib": None if avail is None else round(avail, 2),
@@ -255,6 +268,20 @@ def placement(dep: Mapping[str, Any], previous: Mapping[str, Any] | None, meminf
     shown = "unknown" if avail is None else f"{avail:.1f} GiB"
     return {**out, "mode": "replace", "reason": f"{need:.1f} GiB needed ({how}) + {HEADROOM_GIB:g} GiB headroom do not "
                                                 f"fit in {shown} available: the previous resident is stopped first"}
+
+
+def plan_placement(both: Mapping[str, Any]) -> dict[str, Any]:
+    """``beside`` when the unit's memory plan holds the candidate beside every resident (the
+    previous one too), else ``replace``; the plan's numbers in the reason."""
+    used, total = float(both["used_gb"]), f"{both['total_gb']:g}" if both.get("total_gb") else "an unknown total of"
+    out = {"need_gib": None, "need": "the unit's memory plan", "available_gib": None, "headroom_gib": None,
+           "memory_plan_gb": round(used, 1)}
+    if both["fits"] is not False:
+        return {**out, "mode": "beside", "reason": f"the unit's memory plan holds the candidate beside the previous "
+                                                   f"resident ({used:.1f} of {total} GB): beside it"}
+    return {**out, "mode": "replace", "reason": f"the unit's memory plan cannot hold the candidate beside the previous "
+                                                f"resident ({used:.1f} of {total} GB): the previous resident is "
+                                                "stopped first"}
 
 
 def unit_records_dir(s: Mapping[str, Any], home: Any) -> str:
@@ -283,20 +310,23 @@ def image_problem(src: Mapping[str, Any], image_id: Any) -> str:
 
 
 def on_unit(dep: Mapping[str, Any], s: Mapping[str, Any], home: Any, residents: Sequence[Mapping[str, Any]],
-            meminfo: str, image_id: Any = None) -> dict[str, Any]:
+            meminfo: str, image_id: Any = None, beside_plan: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The deployment completed with what the unit answered (see the module docstring); the unit's
-    image id of the source's image (``image_id``) must be the measured one."""
+    image id of the source's image (``image_id``) must be the measured one. ``beside_plan``: the
+    unit's memory plan with the previous resident kept (``sparkbench.serve.memory.deploy_plan``),
+    which decides the placement on a simulated unit with a shared account."""
     problem = image_problem(dep["source"], image_id)
     if problem:
         raise InputError(problem)
     caches = {k: resolve_unit_path(str(p), home) for k, p in dep["caches"].items()}
+    sim_unit = sim_unit_path(dep.get("sim_unit"), home)
     src = {**dep["source"], "samples": dep["baseline"]}
     n = dep["names"]
     previous = previous_resident(residents, s, dep["variant"])
-    place = placement(dep, previous, meminfo, s["serve_beside"])
+    place = placement(dep, previous, meminfo, s["serve_beside"], beside_plan if sim_unit else None)
     cand_port = s["serve_candidate_port"] if place["mode"] == "beside" else s["serve_port"]
-    candidate = container(src, s, n["candidate"], cand_port, "candidate", caches)
-    resident = container(src, s, n["resident"], s["serve_port"], "resident", caches)
+    candidate = container(src, s, n["candidate"], cand_port, "candidate", caches, sim_unit)
+    resident = container(src, s, n["resident"], s["serve_port"], "resident", caches, sim_unit)
     for c in (candidate, resident):
         if c["unresolved"]:
             raise InputError(c["unresolved"])
@@ -315,7 +345,8 @@ def on_unit(dep: Mapping[str, Any], s: Mapping[str, Any], home: Any, residents: 
     if previous is not None:
         previous["stash"] = n["stash"] if previous["name"] == n["resident"] else previous["name"]
         previous["health_url"] = f"http://{_reach(str(previous.get('listen') or ''))}:{previous['port']}/health"
-    return {**dep, "caches": caches, "candidate": candidate, "resident": resident, "previous": previous,
+    return {**dep, "caches": caches, "sim_unit": sim_unit, "candidate": candidate, "resident": resident,
+            "previous": previous, "sim_unit_block": sim_unit_block(sim_unit, s["bench_tenants"]),
             "placement": place, "promote": "restart" if place["mode"] == "beside" else "rename",
             "canary_argv": argv, "health_argv": health_argv, "remote_dir": remote_dir, "unit_dir": unit_dir,
             "unit_record": f"{unit_dir}/{dep['variant']}.json"}
