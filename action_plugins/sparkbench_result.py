@@ -14,6 +14,9 @@
                                          # and the drop task's registered result → protocol.drop_caches
         cluster: {spec: ..., state: ..., serving: ...}   # a cluster variant: the Ray cluster's check → cluster block
     - sparkbench_result: {plan: "{{ bench_plan }}", stage: host, ok: false, reason: "..."}   # every variant
+    - sparkbench_result:                 # bench_interference: add the coresidence block to the stored
+        entry: "{{ bench_variant }}"     # document (sparkbench.interference) → fact bench_coresidence_lines
+        coresidence: {idle: <measure run>, load: <measure run>, loads: <the loads' registered cat>, failure: ""}
 
 Builds the document, validates it against schema/result.schema.json and writes it on the
 controller (no module runs on the host). Returns ``path``, ``status``, ``variant``, ``failure``;
@@ -42,6 +45,12 @@ class ActionModule(ControllerAction):
     def act(self, args, variables, task_vars):
         if self._task.check_mode:
             return {"skipped": True, "msg": "check mode: no result is written"}
+        if "coresidence" in args:  # bench_interference: the stored document gets its coresidence block
+            c = args["coresidence"] or {}
+            outputs = [r.get("stdout") for r in (c.get("loads") or {}).get("results") or []]
+            added = result_mod.add_coresidence(args["entry"]["result_path"], args["entry"]["interference"],
+                                               c.get("idle"), c.get("load"), outputs, str(c.get("failure") or ""))
+            return {"changed": True, **added, "ansible_facts": {"bench_coresidence_lines": added["lines"]}}
         facts = result_mod.host_facts(variables, task_vars.get("inventory_hostname", ""))
         secrets = []
         for name in self.SECRET_VARIABLES:

@@ -72,14 +72,17 @@ class ActionModule(ControllerAction):
                 plan["memory"] = memory_mod.deploy_plan(plan["deployment"], s, host, results_dir)
             return {"changed": False, "ansible_facts": {"serve_plan": plan}}
         if "memory" in args:  # the plan again, with the residents the unit lists
-            listed = record_mod.residents((args["memory"] or {}).get("containers") or [])
+            listed = record_mod.on_unit(record_mod.residents((args["memory"] or {}).get("containers") or []),
+                                        variables["serve_plan"]["deployment"].get("sim_unit"))
             plan = dict(variables["serve_plan"])
             plan["memory"] = memory_mod.deploy_plan(plan["deployment"], s, host, results_dir, listed)
             return {"changed": False, "ansible_facts": {"serve_plan": plan}}
         if "unit" in args:
             unit = args["unit"] or {}
-            found = record_mod.residents(unit.get("containers") or [])
             planned = variables["serve_plan"]["deployment"]
+            # Simulated units of one machine share its Docker engine: this unit's residents mount its account.
+            found = record_mod.on_unit(record_mod.residents(unit.get("containers") or []),
+                                       spec_mod.sim_unit_path(planned.get("sim_unit"), unit.get("home")))
             # The unit's memory plan with the previous resident kept: where the candidate may start.
             both = memory_mod.deploy_plan(planned, s, host, results_dir, found, beside=True)
             dep = spec_mod.on_unit(planned, s, unit.get("home"), found, str(unit.get("meminfo") or ""),

@@ -55,6 +55,7 @@ from typing import Any
 
 from . import cluster as cluster_mod
 from . import flags as flags_mod
+from . import interference as interference_mod
 from . import memory as memory_mod
 from . import preflight as preflight_mod
 from . import result as result_mod
@@ -119,6 +120,8 @@ VARIABLES: dict[str, Any] = {
     "llm_bench_remote_dir": "",
     # the unit's memory plan (sparkbench.memory): tenants, reserve, total
     **memory_mod.VARIABLES,
+    # what co-residence costs (sparkbench.interference): off unless set
+    **interference_mod.VARIABLES,
 }
 
 
@@ -387,18 +390,33 @@ def _memory_residents(plan: Mapping[str, Any], listing: list[dict[str, Any]] | N
     return memory_mod.rows(found, plan["hardware"], mem["profiles_dir"], mem["total_gb"]), where
 
 
+def _interference_residents(plan: Mapping[str, Any], listing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The unit's running residents with what a background load needs: the address they listen on
+    and the model they serve (from the result each was deployed from)."""
+    found, _ = memory_mod.present(plan["memory"]["results_dir"], plan["host"], listing)
+    listen = {r["name"]: r.get("listen") for r in listing}
+    return [{**f, "listen": listen.get(f["name"]), "model": (result_mod.stored(f["path"]).get("variant") or {}).get("model")}
+            for f in found]
+
+
 def with_residents(plan: Mapping[str, Any], containers: list[Mapping[str, Any]] | None) -> dict[str, Any]:
     """The plan with every entry's memory plan checked again against the residents the unit
     lists (``containers``: community.docker.docker_host_info's verbose list, label
-    ``sparkbench.resident``), its summary lines rebuilt."""
+    ``sparkbench.resident``), its summary lines rebuilt; with ``bench_interference`` on, each
+    variant's interference steps against those residents (``sparkbench.interference``)."""
     if not plan.get("memory") or plan["memory"].get("residents_off"):
         return dict(plan)
-    residents, where = _memory_residents(plan, record_mod.residents(containers or []))
+    # Simulated units of one machine share its Docker engine: this unit's residents mount its account.
+    listing = record_mod.on_unit(record_mod.residents(containers or []), (plan.get("sim_unit") or {}).get("dir"))
+    residents, where = _memory_residents(plan, listing)
+    coresident = _interference_residents(plan, listing) if plan.get("interference") else []
 
     def again(entry: Mapping[str, Any]) -> dict[str, Any]:
         new = _with_memory(entry, plan["memory"], residents, where)
+        new["interference"] = interference_mod.entry_block(new, coresident, plan.get("interference"), plan["remote_dir"])
         head = list(itertools.takewhile(lambda line: not line.startswith("command: "), entry.get("summary") or []))
-        new["summary"] = head + _summary(new, bool(plan.get("check_mode")))
+        new["summary"] = head + _summary(new, bool(plan.get("check_mode"))) + (
+            new["interference"]["lines"] if new["interference"] else [])
         return new
 
     out = dict(plan)
@@ -490,7 +508,9 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         # A simulated unit's shared account: the directory made before any container starts, tenants.json.
         "sim_unit": sim_unit_block(v["sparkbench_sim_unit_dir"], v["bench_tenants"]),
         # What every variant's memory plan shares (sparkbench.memory; with_residents reads it again).
-        "memory": mem, "hardware": hardware, "check_mode": bool(check_mode),
+        "memory": mem,
+        # bench_interference checked (sparkbench.interference; None: off); with_residents plans it per variant.
+        "interference": interference_mod.settings(v["bench_interference"], settings), "hardware": hardware, "check_mode": bool(check_mode),
     }
 
 

@@ -439,3 +439,19 @@ def add_after_probe(path: str | Path, after: Mapping[str, Any]) -> dict[str, Any
     write(doc, path)
     drop = ((doc.get("protocol") or {}).get("bandwidth") or {}).get("drop")
     return {"path": str(path), "drop": drop["text"] if drop else None}
+
+
+def add_coresidence(path: str | Path, block: Mapping[str, Any], idle: Mapping[str, Any] | None,
+                    load: Mapping[str, Any] | None, load_outputs: Any, failure: str = "") -> dict[str, Any]:
+    """Add the interference measurement (``coresidence``: :func:`sparkbench.interference.coresidence`)
+    to the variant's stored document, validated and written again; returns ``{path, rows}`` (the
+    report's rows and their lines; a missing or corrupt file is left alone, with none)."""
+    from .interference import block as coresidence_mod
+
+    doc = stored(path)
+    if not doc:
+        return {"path": str(path), "rows": [], "lines": [f"{path}: no stored result to add co-residence to"]}
+    doc["coresidence"] = coresidence_mod.coresidence(doc, block, idle, load, list(load_outputs or []), failure)
+    write(doc, path)
+    found = coresidence_mod.rows(doc)
+    return {"path": str(path), "rows": found, "lines": coresidence_mod.lines(found)}

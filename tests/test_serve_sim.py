@@ -10,6 +10,9 @@ One bench.yml run measures ``nvidia-bare`` (the baseline), then serve.yml, in or
 - health.yml on the unit: its canary is the resident (measured with its record's health_argv, not
   restarted), judged against the deployment's canary: healthy; after a restart on a slowed unit:
   slow against its deployment; ``bench.yml --check`` names the resident and leaves it running;
+- bench.yml with ``bench_interference`` on that unit: the variant alone (the resident stopped for
+  it and started again, the same container), beside the resident idle and under its steady load,
+  verdicts against alone, slower under the load; the report's "Co-residence" section;
 - a slowed unit (the simulator's hardware profile, read from the unit's mounted cache folder, at
   a third of its bandwidth: the launch spec and so the configuration hash are unchanged) with
   ``serve_beside=false``: the previous resident is stopped, the candidate's canary "differs" and is
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -268,6 +272,46 @@ def test_bench_check_names_the_resident_and_leaves_it_running(unit):
     found = containers(unit["prefix"])
     assert list(found) == [name] and found[name]["State"]["Running"]
     assert found[name]["State"]["StartedAt"] == unit["started"]
+
+
+TRUST = re.compile(r"^(differs by [−+]\d+\.\d % \[[−+]?\d+\.\d, [−+]?\d+\.\d\]|no difference detectable above "
+                   r"\d+\.\d %|not enough requests for a verdict)$")
+
+
+def test_interference_measures_the_variant_alone_idle_and_under_the_residents_load(unit):
+    """bench.yml with bench_interference on a unit with the resident: the variant alone (the
+    resident stopped and started again, the same container), beside it idle, beside it under its
+    steady load (a background process against the resident's port); verdicts against alone in the
+    Trust contract's words; under the load the variant is slower (the simulated unit's shared
+    memory bus: a ratio of medians, never a wall-clock bound)."""
+    name = f"{unit['prefix']}-resident-{VARIANT}"
+    proc = unit["play"]("bench.yml", "-e", f"@{unit['tmp'] / 'bench.yml'}", "-e", "bench_run_id=I1", "-e",
+                        json.dumps({"bench_interference": {"load_rps": 2}}))
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    out = " ".join(proc.stdout.replace("''", "'").split())
+    assert f"the residents {name} are stopped for its measurement and started again afterwards" in out, out[-4000:]
+    doc = json.loads((unit["tmp"] / "results" / "I1" / HOST / f"{VARIANT}.json").read_text())
+    assert doc["status"] == "complete" and doc["config_hash"] == unit["source"]["config_hash"]
+    co = doc["coresidence"]
+    assert co["residents"] == [{"name": name, "variant": VARIANT, "port": SERVE_PORT}] and co["load_rps"] == 2
+    alone, idle, load = co["conditions"]
+    assert [c["condition"] for c in co["conditions"]] == ["alone", "idle", "load"], co
+    assert all(c["requests"] >= 5 and c["error"] is None for c in co["conditions"]), co
+    assert TRUST.match(idle["text"]) and TRUST.match(load["text"]), co
+    # The shared memory bus: under the resident's load every step of the variant stretches.
+    assert load["decode_tok_s_median"] < 0.9 * alone["decode_tok_s_median"], co
+    assert load["text"].startswith("differs by −"), co
+    # The load's own record: it served requests and was stopped after the measurement.
+    assert co["load"][0]["resident"] == name and co["load"][0]["completed"] >= 1, co["load"]
+    assert "interrupted by SIGTERM" in str(co["load"][0]["stopped"]), co["load"]
+    # The same resident container serves again; the report has the section.
+    found = containers(unit["prefix"])
+    assert list(found) == [name] and found[name]["Id"] == unit["id"] and found[name]["State"]["Running"]
+    report = (unit["tmp"] / "results" / "I1" / "report.md").read_text()
+    assert "Co-residence" in report and load["text"] in report and f"under {name}'s 2 req/s load" in report
+    unit["started"] = found[name]["State"]["StartedAt"]
+    unit["interference"] = {c["condition"]: (c["decode_tok_s_median"], c["text"]) for c in co["conditions"]}
+    print("co-residence:", unit["interference"])
 
 
 def test_a_slowed_unit_fails_the_canary_and_the_previous_resident_is_started_again(unit):

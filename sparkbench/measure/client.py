@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .common import SCRIPT_VERSION, Abort
+from .common import SCRIPT_VERSION, Abort, Interrupted
 
 CHECK_S = 0.05  # how often the stream reader checks timeouts and stalls [s]
 
@@ -266,6 +266,11 @@ def stream_scheduled(ep: Endpoint, bodies: list[bytes], offsets: list[float], re
             elif wait > 0:
                 time.sleep(wait)
             next_check = _bookkeep(sel, conns, next_check, request_timeout, stall_timeout)
+    except Interrupted as exc:
+        # Stopped by a signal (a background load stopped after its measurement): what was sent
+        # before it, for the rate phase to record (phases/rates.py).
+        exc.partial = (sorted(order[:nxt]), results, t0)
+        raise
     finally:
         _close_all(sel, conns)
     return results, t0

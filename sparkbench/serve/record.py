@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..launch import SIM_UNIT_CONTAINER, UNIT_HOME
 from ..paths import write_atomic
 
 KIND = "sparkbench.deployment"
@@ -158,8 +159,27 @@ def residents(containers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "port": labels.get("sparkbench.port"), "run": labels.get("sparkbench.run"),
                     "config_hash": labels.get("sparkbench.config_hash"),
                     "listen": labels.get("sparkbench.listen"), "running": c.get("State") == "running",
+                    "unit_dir": _unit_dir(c),
                     "status": str(c.get("Status") or c.get("State") or "")})
     return sorted(out, key=lambda r: r["name"])
+
+
+def _unit_dir(container: Mapping[str, Any]) -> str | None:
+    """The simulated unit's account a container mounts (``sparkbench.launch.SIM_UNIT_CONTAINER``), or None."""
+    for m in container.get("Mounts") or []:
+        if isinstance(m, Mapping) and m.get("Destination") == SIM_UNIT_CONTAINER:
+            return str(m.get("Source") or "") or None
+    return None
+
+
+def on_unit(found: Sequence[Mapping[str, Any]], sim_dir: Any) -> list[dict[str, Any]]:
+    """The residents of one simulated unit: those that mount its account ``sim_dir`` (simulated
+    units of one machine share its Docker engine); all of ``found`` without an account or while its
+    path still holds ``<unit home>``."""
+    text = str(sim_dir or "")
+    if not text or UNIT_HOME in text:
+        return [dict(r) for r in found]
+    return [dict(r) for r in found if r.get("unit_dir") == text]
 
 
 def listing(host: str, found: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..aggregate import rate_figures, rate_row
 from ..client import stream_scheduled
-from ..common import inf_str, log
+from ..common import Interrupted, inf_str, log
 from ..prompts import context_prompt, make_nonce
 from ..record import RequestRecord
 from ..sse import parse_sse
@@ -88,19 +88,25 @@ def block(s: Session, sch: Schedule, search: bool = False, concurrency: int | No
     with s.phase(sch.phase) as span:
         s.in_flight(True)
         anchor_perf, anchor_epoch = time.perf_counter(), time.time()
+        sent, stopped = list(range(n)), None
         try:
             raws, t0 = stream_scheduled(s.ep, bodies, sch.offsets, a.request_timeout, a.stall_timeout,
                                         concurrency or a.rate_max_concurrency, ids)
+        except Interrupted as exc:  # stopped by a signal: the requests sent before it are recorded
+            if not getattr(exc, "partial", None):
+                raise
+            sent, raws, t0 = exc.partial
+            stopped = exc
         finally:
             s.in_flight(False)
 
         def epoch(t: float) -> float:
             return anchor_epoch + (t - anchor_perf)
 
-        results = [parse_sse(r) for r in raws]
+        results = [parse_sse(raws[i]) for i in sent]
         s.note_fingerprint(results)
         records = [RequestRecord.from_stream(r, True) for r in results]
-        rows = [rate_row(rec, ids[i], sch.offsets[i], t0, a.slo, epoch) for i, rec in enumerate(records)]
+        rows = [rate_row(rec, ids[i], sch.offsets[i], t0, a.slo, epoch) for i, rec in zip(sent, records)]
         for i, row in enumerate(rows):
             if row["error"]:
                 s.error(sch.phase, i, row["error"])
@@ -110,17 +116,21 @@ def block(s: Session, sch: Schedule, search: bool = False, concurrency: int | No
                                  "output_tokens": None if replay else a.output_tokens, "per_request": rows}
         if replay:
             entry["replay"] = a.replay
+        if stopped is not None:
+            entry["stopped"] = f"interrupted by {stopped} after {len(sent)} of {n} scheduled requests were sent"
         if entry["duration_s"] is None:
             entry["duration_reason"] = ("no request completed" if not entry["completed"]
                                         else "no time between first send and last completion")
         if entry["failed"]:
             reasons = sorted({p["error"] for p in rows if p["error"]})
-            entry["failed_reason"] = f"{entry['failed']} of {n} requests failed: " + "; ".join(reasons)[:500]
+            entry["failed_reason"] = f"{entry['failed']} of {len(sent)} requests failed: " + "; ".join(reasons)[:500]
             s.incomplete.append(f"{entry['failed']} arrival-rate request(s) failed (see rates[].failed_reason)")
         span.tokens = sum(r["output_tokens"] or 0 for r in rows if not r["error"])
-    if any(r.lost for r in records):
+    if stopped is None and any(r.lost for r in records):
         s.check_alive(sch.phase)
     s.doc["rates"] = (s.doc["rates"] or []) + [entry]
+    if stopped is not None:
+        raise stopped
     gp = entry["goodput"]
     log(f"{sch.label}: {entry['completed']}/{n} completed, achieved {entry['achieved_rate'] or 0:.3f} req/s, "
         f"schedule error p99 {entry['schedule_error_ms']['p99'] or 0:.3f} ms"

@@ -6,7 +6,7 @@ the numbers of :mod:`sparkbench.report.numbers` and :mod:`sparkbench.report.comp
 Modules by area: :mod:`.answer` (the fastest variant per model), :mod:`.hosts` (per host, quality,
 image, telemetry, run protocol, failures, hosts without results), :mod:`.comparisons`
 (head-to-head, configurations of a one-build model, run to run with the version bridge, drift),
-:mod:`.fleet`, :mod:`.prediction` (the twin's prediction against the measured rate),
+:mod:`.fleet`, :mod:`.coresidence` (what sharing a unit with its residents costs), :mod:`.prediction` (the twin's prediction against the measured rate),
 :mod:`.cluster` (cluster vs one unit, the clusters' manifest), :mod:`.serving`
 (goodput, prefix caching, multi-turn, tool calls), :mod:`.manifest` (manifest, kernels, history);
 :mod:`.verdicts` the verdict cells and their notes every comparison table shares.
@@ -27,6 +27,7 @@ from ..table import Section
 from .answer import answer
 from .cluster import cluster_vs_unit, clusters
 from .comparisons import configurations, drift_section, head_to_head, run_to_run
+from .coresidence import coresidence
 from .fleet import fleet
 from .hosts import SLO_RATE_HEADER, missing_hosts, per_host, protocol_table
 from .manifest import history, history_trend, kernels, manifest
@@ -34,7 +35,7 @@ from .prediction import prediction
 from .serving import goodput_verdicts, multi_turn, prefix_caching, serving, tool_calls
 
 __all__ = ["ANSWER", "ANSWER_CHART", "DETAILS", "SUMMARY_ORDER", "placed", "report_sections", "summary_lines",
-           "answer", "cluster_vs_unit", "clusters", "configurations", "drift_section", "head_to_head", "run_to_run",
+           "answer", "cluster_vs_unit", "clusters", "configurations", "coresidence", "drift_section", "head_to_head", "run_to_run",
            "fleet",
            "missing_hosts", "per_host", "history", "kernels", "manifest", "prediction",
            "goodput_verdicts", "multi_turn", "prefix_caching", "serving", "tool_calls",
@@ -44,7 +45,7 @@ __all__ = ["ANSWER", "ANSWER_CHART", "DETAILS", "SUMMARY_ORDER", "placed", "repo
 #: The sections whose summary lines the report prints, in that order: the answer first, the
 #: comparisons, then what failed or went missing, then drift and the serving phases.
 SUMMARY_ORDER: tuple[str, ...] = ("answer", "head_to_head", "config_compare", "cluster_vs_unit", "fleet", "prediction",
-                                  "run_compare",
+                                  "run_compare", "coresidence",
                                   "failures", "hosts_without_results", "protocol", "drift", "serving",
                                   "goodput_verdicts", "prefix_caching", "multi_turn", "tool_calls")
 #: The section report.md and report.html open with (its table stands for its summary lines there).
@@ -76,7 +77,7 @@ def report_sections(results: list[dict], missing: list[dict], drift: dict, run_p
             fleet(results, fleet_threshold, drift=drift), prediction(results),
             (run_to_run(results, baseline.results, baseline.run_id, bridge_threshold, drift=drift)
              if baseline is not None else Section("run_compare", "Run to run")),
-            drift_section(drift), quality, image, failures,
+            coresidence(results), drift_section(drift), quality, image, failures,
             # the details (DETAILS): how the figures were measured, and the history
             telemetry, protocol, manifest(results), clusters(results), kernels(results), history(run_path, results)]
 

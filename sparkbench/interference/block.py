@@ -1,0 +1,105 @@
+"""The result's ``coresidence`` block (schema/result.schema.json): what co-residence costs a variant.
+
+``coresidence(doc, block, idle, load, load_outputs)`` builds it from the variant's own result (the
+*alone* figures: the document as measured with the residents stopped), measure's output in the two
+co-resident conditions (``idle``: the residents present and idle; ``load``: each under the
+background load) and the loads' own documents::
+
+    {residents: [{name, variant, port}], load_rps, runs,
+     conditions: [{condition: alone|idle|load, label, decode_tok_s_median, requests, samples,
+                   verdict (sparkbench.verdict.compare_samples against alone, None for alone), text, error}],
+     load: [{resident, status, requests, completed, achieved_rate, output_tok_s, stopped, error}]}
+
+The verdict texts are the Trust contract's words ("differs by X % [lo, hi]", "no difference
+detectable above Y %", "not enough requests for a verdict"). ``rows(doc)`` gives the report's
+rows (one per condition beside the residents).
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import verdict as verdict_mod
+from ..result import parse_measured
+
+CONDITIONS = ("alone", "idle", "load")
+
+
+def _label(condition: str, names: str, rps: float) -> str:
+    """How the report names a condition (the issue's words)."""
+    if condition == "alone":
+        return f"alone ({names} stopped)"
+    if condition == "idle":
+        return f"with {names} resident and idle"
+    return f"under {names}'s {rps:g} req/s load"
+
+
+def _condition(condition: str, label: str, samples: list[float], alone: list[float],
+               error: str | None) -> dict[str, Any]:
+    """One condition's figures and, beside the residents, its verdict against the variant alone."""
+    verdict = None if condition == "alone" or error else verdict_mod.compare_samples(alone, samples)
+    return {"condition": condition, "label": label,
+            "decode_tok_s_median": round(statistics.median(samples), 3) if samples else None,
+            "requests": len(samples), "samples": [round(x, 4) for x in samples], "verdict": verdict,
+            "text": verdict["text"] if verdict else None, "error": error}
+
+
+def _run_error(run: Mapping[str, Any] | None, failure: str = "") -> str | None:
+    """Why a condition's measurement gave no figures (None when it did); ``failure``: why the
+    interference steps stopped, when one failed."""
+    run = run or {}
+    if not run:
+        return f"not measured: {failure or 'an earlier step of the interference measurement failed'}"[:400]
+    if run.get("rc") not in (0, 3):
+        tail = str(run.get("stderr") or run.get("msg") or "").strip().splitlines()[-1:] or [""]
+        return f"measure exited {run.get('rc')}: {tail[0][:300]}"
+    return None
+
+
+def _load_record(resident: str, text: Any) -> dict[str, Any]:
+    """A background load's own figures from its measure document (``--rate`` phase, stopped by SIGTERM)."""
+    doc = parse_measured(text)
+    if not isinstance(doc, Mapping):
+        return {"resident": resident, "status": "missing", "requests": 0, "completed": 0, "achieved_rate": None,
+                "output_tok_s": None, "stopped": None, "error": "the load wrote no document"}
+    rate = next(iter(doc.get("rates") or []), None) or {}
+    return {"resident": resident, "status": str(doc.get("status")), "requests": int(rate.get("requests") or 0),
+            "completed": int(rate.get("completed") or 0), "achieved_rate": rate.get("achieved_rate"),
+            "output_tok_s": rate.get("output_tok_s"), "stopped": rate.get("stopped"), "error": None if rate else "the load recorded no arrival-rate block"}
+
+
+def coresidence(doc: Mapping[str, Any], block: Mapping[str, Any], idle: Mapping[str, Any] | None,
+                load: Mapping[str, Any] | None, load_outputs: Sequence[Any], failure: str = "") -> dict[str, Any]:
+    """The ``coresidence`` block (module docstring); ``failure``: why the steps stopped, if one failed."""
+    names = ", ".join(r["name"] for r in block["residents"])
+    alone = verdict_mod.samples(dict(doc), "single")
+    conditions = [_condition("alone", _label("alone", names, block["load_rps"]), alone, alone, None)]
+    for name, run in (("idle", idle), ("load", load)):
+        error = _run_error(run, failure)
+        got = [] if error else verdict_mod.samples(parse_measured((run or {}).get("stdout")) or {}, "single")
+        conditions.append(_condition(name, _label(name, names, block["load_rps"]), got, alone, error))
+    loads = [_load_record(spec["resident"], out) for spec, out in zip(block["loads"], list(load_outputs) + [None] * 9)]
+    return {"residents": [{"name": r["name"], "variant": r["variant"], "port": r["port"]} for r in block["residents"]],
+            "load_rps": block["load_rps"], "runs": block["runs"], "conditions": conditions, "load": loads}
+
+
+def rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The report's rows of one result: ``{host, variant, condition, label, median, alone, text}`` per
+    co-resident condition (none without a ``coresidence`` block)."""
+    block = doc.get("coresidence") if isinstance(doc, Mapping) else None
+    if not isinstance(block, Mapping):
+        return []
+    alone = next((c for c in block.get("conditions") or [] if c.get("condition") == "alone"), {})
+    return [{"host": doc.get("host"), "variant": (doc.get("variant") or {}).get("name"), "condition": c["condition"],
+             "label": c["label"], "median": c.get("decode_tok_s_median"), "alone": alone.get("decode_tok_s_median"),
+             "text": c.get("text") or c.get("error") or ""}
+            for c in block.get("conditions") or [] if c.get("condition") != "alone"]
+
+
+def lines(found: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per row of ``rows``: what the run prints and the report's summary says."""
+    def rate(x: Any) -> str:
+        return "—" if x is None else f"{float(x):.2f} tok/s"
+    return [f"{r['host']} {r['variant']} {r['label']}: {rate(r['median'])} (alone {rate(r['alone'])}) — {r['text']}"
+            for r in found]
