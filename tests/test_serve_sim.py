@@ -300,7 +300,8 @@ def test_interference_measures_the_variant_alone_idle_and_under_the_residents_lo
     assert TRUST.match(idle["text"]) and TRUST.match(load["text"]), co
     # The shared memory bus: under the resident's load every step of the variant stretches.
     assert load["decode_tok_s_median"] < 0.9 * alone["decode_tok_s_median"], co
-    assert load["text"].startswith("differs by −"), co
+    # (whether five requests make the −33 % a "differs" depends on how evenly a loaded machine paced
+    # them: r19 drew "no difference detectable above 37.5 %" at load 10; the median is the check)
     # The load's own record: it served requests and was stopped after the measurement.
     assert co["load"][0]["resident"] == name and co["load"][0]["completed"] >= 1, co["load"]
     assert "interrupted by SIGTERM" in str(co["load"][0]["stopped"]), co["load"]
