@@ -380,3 +380,10 @@ def config_hash(spec: Mapping[str, Any], settings: Mapping[str, Any] | None = No
            "settings": dict(settings or {})}
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def reach_address(listen: Any) -> str:
+    """The address the unit itself reaches a server listening on ``listen`` at (a wildcard or an
+    empty listen address: the loopback)."""
+    text = str(listen or "").strip()
+    return "127.0.0.1" if text in ("", "0.0.0.0", "::") else text

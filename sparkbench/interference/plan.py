@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import settings as settings_mod
+from ..launch import reach_address
 
 #: Seconds the background load's schedule spans at most (it is stopped when the measurement ends;
 #: playbooks/tasks/interference.yml gives its async job this and 120 s).
@@ -32,12 +33,6 @@ def _probes(argv: Sequence[str]) -> dict[str, str | None]:
         if flag in argv[:-1]:
             out[key] = str(argv[argv.index(flag) + 1])
     return out
-
-
-def _reach(listen: Any) -> str:
-    """The address the unit reaches a resident listening on ``listen`` at."""
-    text = str(listen or "").strip()
-    return "127.0.0.1" if text in ("", "0.0.0.0", "::") else text
 
 
 def _argv(entry: Mapping[str, Any], settings: Mapping[str, Any], base_url: str, model: str,
@@ -73,7 +68,7 @@ def entry_block(entry: Mapping[str, Any], residents: Sequence[Mapping[str, Any]]
     if s is None or not running or entry.get("bracket") or entry.get("cluster"):
         return None
     rows = [{"name": str(r["name"]), "variant": str(r.get("variant")), "port": int(r["port"]),
-             "base_url": f"http://{_reach(r.get('listen'))}:{int(r['port'])}", "model": str(r["model"])} for r in running]
+             "base_url": f"http://{reach_address(r.get('listen'))}:{int(r['port'])}", "model": str(r["model"])} for r in running]
     for r in rows:
         r["health_url"] = f"{r['base_url']}/health"
     single = settings_mod.normalize({**entry["settings"], **SINGLE, "runs": s["runs"]})

@@ -42,6 +42,7 @@ from ..launch import (
     cache_volumes,
     docker_run_line,
     port_number,
+    reach_address,
     resolve_unit_path,
     sim_unit_mount,
     sim_unit_path,
@@ -142,16 +143,11 @@ def with_address(argv: Sequence[str], host: str, port: int) -> list[str]:
     return out
 
 
-def _reach(listen: str) -> str:
-    """The address the unit itself reaches a server listening on ``listen`` at."""
-    return "127.0.0.1" if listen in ("0.0.0.0", "::", "") else listen
-
-
 def container(src: Mapping[str, Any], s: Mapping[str, Any], name: str, port: int, role: str,
               caches: Mapping[str, str], sim_unit: str = "") -> dict[str, Any]:
     """One container of the deployment (resident or candidate) with its ``docker run`` line;
     ``sim_unit``: a simulated unit's shared account, mounted as bench.yml mounts it (sparkbench.launch)."""
-    reach = _reach(s["serve_listen"])
+    reach = reach_address(s["serve_listen"])
     sim_volumes, sim_env = sim_unit_mount(sim_unit)
     spec = {
         "name": name, "image": src["image"], "command": with_address(src["argv"], s["serve_listen"], port),
@@ -344,7 +340,7 @@ def on_unit(dep: Mapping[str, Any], s: Mapping[str, Any], home: Any, residents: 
         sandbox_image=src["image"], **probe_commands(s, n["resident"]))
     if previous is not None:
         previous["stash"] = n["stash"] if previous["name"] == n["resident"] else previous["name"]
-        previous["health_url"] = f"http://{_reach(str(previous.get('listen') or ''))}:{previous['port']}/health"
+        previous["health_url"] = f"http://{reach_address(previous.get('listen'))}:{previous['port']}/health"
     return {**dep, "caches": caches, "sim_unit": sim_unit, "candidate": candidate, "resident": resident,
             "previous": previous, "sim_unit_block": sim_unit_block(sim_unit, s["bench_tenants"]),
             "placement": place, "promote": "restart" if place["mode"] == "beside" else "rename",
