@@ -163,29 +163,29 @@ def test_full_run_every_phase(sim_factory, tmp_path: Path) -> None:
 @pytest.mark.parametrize("spec,rate", [(BARE, "120"), (MTP3, "80")], ids=["bare", "mtp3"])
 def test_single_stream_decode_within_2pct_of_server_truth(sim_factory, tmp_path: Path, spec: list[str],
                                                           rate: str) -> None:
-    """Truth: mean of vllm:request_time_per_output_token_seconds over the phase, as tok/s = count/sum.
-    Rates chosen so each run lasts 2-3 s: 2 % is 40-60 ms of delivery slack between the server's
-    first and last token and the client's, which a 2-core machine at load 8-12 takes (1.2 % seen
-    there with MTP's bursts); the quiet figure is BENCHMARKS.md's "Fidelity" table."""
+    """Truth per request: the server's own (tokens - 1) / (last token - first token) from /sim/requests,
+    and over the phase vllm:request_time_per_output_token_seconds (count/sum). Judged by the median of
+    five runs' ratios to their own request's truth: a loaded 2-core machine may deliver one run's last
+    token late (2.7 % seen once at load 8), a median of five is not moved by that; the quiet figure is
+    BENCHMARKS.md's "Fidelity" table."""
     sim = sim_factory(model=MODEL, args=[*spec, *QWEN], env={"VLLM_SIM_RATE": rate})
     before = scrape(sim.base_url)
-    rc, doc, _, stderr = measure(["--base-url", sim.base_url, "--runs", "3", "--warmup", "0",
+    rc, doc, _, stderr = measure(["--base-url", sim.base_url, "--runs", "5", "--warmup", "0",
                                   "--concurrency", "none", "--output-tokens", "256"], tmp_path / "r.json")
     after = scrape(sim.base_url)
     assert rc == 0, stderr
     name = "vllm:request_time_per_output_token_seconds"
     count = total(after, name + "_count") - total(before, name + "_count")
     secs = total(after, name + "_sum") - total(before, name + "_sum")
-    assert count == 3
-    truth = count / secs
+    assert count == 5
+    served = sorted(sim_requests(sim.base_url), key=lambda r: r["arrival"])[-5:]
+    server = [(r["completion_tokens"] - 1) / (r["last_token"] - r["first_token"]) for r in served]
+    # the server's timeline and its histogram are one truth
+    assert len(server) / sum(1 / x for x in server) == pytest.approx(count / secs, rel=1e-3)
     rates = [r["decode_tok_s"] for r in doc["single"]["runs"]]
-    harmonic = len(rates) / sum(1 / r for r in rates)
-    assert harmonic == pytest.approx(truth, rel=0.02)
-    # the reported median is the runs' own; against the server's mean only where the runs are alike
-    # (bare): with MTP each run draws its own acceptances, so its rate differs from run to run
+    assert statistics.median(c / s for c, s in zip(rates, server)) == pytest.approx(1, abs=0.02)
+    # the reported median is the runs' own
     assert doc["single"]["decode_tok_s_median"] == pytest.approx(statistics.median(rates))
-    if spec is BARE:
-        assert doc["single"]["decode_tok_s_median"] == pytest.approx(truth, rel=0.01)
     if spec is MTP3:
         assert all(r["first_chunk_tokens"] >= 1 for r in doc["single"]["runs"])
         assert doc["spec_decode"]["mean_acceptance_length"] > 2
