@@ -136,3 +136,42 @@ def test_no_report_is_wider_than_the_page(runs: Path, tmp_path: Path, run: str, 
     report = render(runs / run, *(a.replace("{runs}", str(runs)) for a in args))
     out = measure(report, tmp_path)
     assert out["scrollWidth"] <= WIDTH and out["right"] <= WIDTH, (out["scrollWidth"], out["right"], out["widest"])
+
+
+def with_coresidence(run: Path) -> int:
+    """Every complete result of ``run`` gets a ``coresidence`` block (sparkbench.interference) beside
+    two residents with long names, idle and under load; returns how many documents got one."""
+    from sparkbench import interference
+
+    residents = [{"name": f"sparkbench-resident-{v}", "variant": v, "port": 8080 + i}
+                 for i, v in enumerate(("nvidia-qwen36-35b-a3b-mtp3", "unsloth-qwen36-35b-a3b-mtp2"))]
+    block = {"residents": residents, "load_rps": 1.5, "runs": 5,
+             "loads": [{"resident": r["name"]} for r in residents]}
+    n = 0
+    for path in sorted(run.glob("*/*.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("status") != "complete":
+            continue
+        rates = [r["decode_tok_s"] for r in doc["single"]["runs"]]
+        def measured(scale: float) -> dict:
+            return {"rc": 0, "stdout": json.dumps({"single": {"runs": [{"decode_tok_s": x * scale, "valid": True}
+                                                                         for x in rates]}})}
+        load = {"status": "incomplete", "rates": [{"requests": 9, "completed": 8, "achieved_rate": 1.46,
+                                                   "output_tok_s": 180.0, "stopped": "interrupted by SIGTERM"}]}
+        doc["coresidence"] = interference.coresidence(doc, block, measured(0.999), measured(0.62),
+                                                      [json.dumps(load)] * 2)
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        n += 1
+    return n
+
+
+def test_the_coresidence_table_is_no_wider_than_the_page(runs: Path, tmp_path: Path):
+    """The Co-residence section (bench_interference) on the seed's full matrix: every variant of three
+    hosts beside two residents with long names, idle and under load."""
+    run = runs / "fleet-sim-coresidence"
+    shutil.copytree(runs / "fleet-sim", run)
+    assert with_coresidence(run) >= 12
+    report = render(run)
+    assert "Co-residence" in report.read_text(encoding="utf-8")
+    out = measure(report, tmp_path)
+    assert out["scrollWidth"] <= WIDTH and out["right"] <= WIDTH, (out["scrollWidth"], out["right"], out["widest"])
