@@ -127,7 +127,8 @@ def test_full_run_every_phase(sim_factory, tmp_path: Path) -> None:
         assert p["errors"] == 0 and len(p["per_stream_decode_tok_s"]) == p["concurrency"]
         assert p["completion_tokens"] == 128 * p["concurrency"]
         assert p["ttft_s"]["p50"] <= p["ttft_s"]["p90"] <= p["ttft_s"]["p99"]
-        assert 0 < p["itl_s"]["p50"] <= p["itl_s"]["p99"]
+        # token events read in one recv() share a timestamp (a busy machine bunches them): gaps of 0
+        assert 0 <= p["itl_s"]["p50"] <= p["itl_s"]["p99"] and p["itl_s"]["p99"] > 0
         assert p["itl_streams"] == p["per_stream_n"] == p["concurrency"] == len(p["per_stream"])
         assert p["waves_observed"] == 1 and p["queued_requests"] == 0
     # context: depth 0 is not a point; 3000 is, with the server's prompt token count
