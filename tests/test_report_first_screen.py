@@ -147,19 +147,20 @@ def with_coresidence(run: Path) -> int:
                  for i, v in enumerate(("nvidia-qwen36-35b-a3b-mtp3", "unsloth-qwen36-35b-a3b-mtp2"))]
     block = {"residents": residents, "load_rps": 1.5, "runs": 5,
              "loads": [{"resident": r["name"]} for r in residents]}
+    load = json.dumps({"status": "incomplete", "rates": [{"requests": 9, "completed": 8, "achieved_rate": 1.46,
+                                                          "output_tok_s": 180.0, "stopped": "interrupted by SIGTERM"}]})
+
+    def measured(rates: list[float], scale: float) -> dict:
+        return {"rc": 0, "stdout": json.dumps({"single": {"runs": [{"decode_tok_s": x * scale, "valid": True}
+                                                                     for x in rates]}})}
     n = 0
     for path in sorted(run.glob("*/*.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
         if doc.get("status") != "complete":
             continue
         rates = [r["decode_tok_s"] for r in doc["single"]["runs"]]
-        def measured(scale: float) -> dict:
-            return {"rc": 0, "stdout": json.dumps({"single": {"runs": [{"decode_tok_s": x * scale, "valid": True}
-                                                                         for x in rates]}})}
-        load = {"status": "incomplete", "rates": [{"requests": 9, "completed": 8, "achieved_rate": 1.46,
-                                                   "output_tok_s": 180.0, "stopped": "interrupted by SIGTERM"}]}
-        doc["coresidence"] = interference.coresidence(doc, block, measured(0.999), measured(0.62),
-                                                      [json.dumps(load)] * 2)
+        doc["coresidence"] = interference.coresidence(doc, block, measured(rates, 0.999), measured(rates, 0.62),
+                                                      [load] * 2)
         path.write_text(json.dumps(doc), encoding="utf-8")
         n += 1
     return n
