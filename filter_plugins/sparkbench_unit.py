@@ -1,6 +1,6 @@
 """Thin Ansible adapters over sparkbench.unit_check (what a unit needs before a benchmark).
 
-* ``sparkbench_unit_needs``      the unit's probes, facts, install_missing → {ok, problems, install}
+* ``sparkbench_unit_needs``      the unit's probe, facts, socket, install_missing → {ok, problems, install}
 * ``sparkbench_unit_problems``   host, needs → one message naming each fault and its fix
 * ``sparkbench_docker_problem``  docker_host_info result, user, host → the fault and its fix
 """
@@ -12,11 +12,9 @@ from typing import Any
 from sparkbench import unit_check
 
 
-def sparkbench_unit_needs(requests_probe: Any, groups_probe: Any, socket_probe: Any, facts: Any,
-                          docker_socket: Any, install_missing: Any = False) -> dict:
+def sparkbench_unit_needs(probe: Any, facts: Any, docker_socket: Any, install_missing: Any = False) -> dict:
     """See sparkbench.unit_check.unit_needs (probes read by unit_check.probes_from)."""
-    probes = unit_check.probes_from(requests_probe or {}, groups_probe or {}, socket_probe or {}, facts or {},
-                                    str(docker_socket))
+    probes = unit_check.probes_from(probe or {}, facts or {}, str(docker_socket))
     return unit_check.unit_needs(probes, install_missing)
 
 

@@ -72,16 +72,15 @@ def unit_needs(probes: Mapping[str, Any], install_missing: Any = False) -> dict[
     return {"ok": not problems, "problems": problems, "install": install}
 
 
-def probes_from(requests_probe: Mapping[str, Any], groups_probe: Mapping[str, Any],
-                socket_probe: Mapping[str, Any], facts: Mapping[str, Any], docker_socket: str) -> dict[str, Any]:
-    """``unit_needs``' probes from the registered results of roles/spark_host/tasks/unit_probe.yml
-    (``command`` results, an ``ansible.builtin.stat`` result) and the unit's facts."""
-    stat = socket_probe.get("stat") or {}
-    return {"python": str((facts.get("python") or {}).get("executable") or ""),
-            "requests_rc": requests_probe.get("rc", 0),
+def probes_from(probe: Mapping[str, Any], facts: Mapping[str, Any], docker_socket: str) -> dict[str, Any]:
+    """``unit_needs``' probes from the registered result of roles/spark_host/tasks/unit_probe.yml (the
+    role's ``spark_host_probe`` module) and the unit's facts."""
+    socket = probe.get("docker_socket") or {}
+    return {"python": str(probe.get("python") or (facts.get("python") or {}).get("executable") or ""),
+            "requests_rc": probe.get("requests_rc", 0),
             "user": facts.get("user_id", ""), "uid": facts.get("user_uid", 0),
-            "groups": str(groups_probe.get("stdout") or "").split(), "docker_socket": docker_socket,
-            "docker_socket_group": stat.get("gr_name", "") if stat.get("exists") else "",
+            "groups": [str(g) for g in probe.get("groups") or []], "docker_socket": docker_socket,
+            "docker_socket_group": socket.get("gr_name", "") if socket.get("exists") else "",
             "os_family": facts.get("os_family", "")}
 
 

@@ -59,12 +59,14 @@ def test_no_docker_group_problem_where_the_group_would_not_help(probes):
 
 def test_probes_are_read_from_the_registered_results_and_facts():
     facts = {"python": {"executable": "/usr/bin/python3"}, "user_id": "spark", "user_uid": 1000, "os_family": "Debian"}
-    probes = uc.probes_from({"rc": 1, "stderr": "ModuleNotFoundError"}, {"stdout": "spark sudo\n"},
-                            {"stat": {"exists": True, "gr_name": "docker"}}, facts, "/var/run/docker.sock")
+    probe = {"python": "/usr/bin/python3", "requests_rc": 1, "requests_error": "ModuleNotFoundError: requests",
+             "groups": ["spark", "sudo"], "docker_socket": {"exists": True, "gr_name": "docker"}}
+    probes = uc.probes_from(probe, facts, "/var/run/docker.sock")
     assert probes == {"python": "/usr/bin/python3", "requests_rc": 1, "user": "spark", "uid": 1000,
                       "groups": ["spark", "sudo"], "docker_socket": "/var/run/docker.sock",
                       "docker_socket_group": "docker", "os_family": "Debian"}
-    gone = uc.probes_from({"rc": 0}, {"stdout": ""}, {"stat": {"exists": False}}, facts, "/var/run/docker.sock")
+    gone = uc.probes_from({"requests_rc": 0, "groups": [], "docker_socket": {"exists": False, "gr_name": ""}}, facts,
+                          "/var/run/docker.sock")
     assert gone["docker_socket_group"] == ""
 
 
@@ -81,3 +83,4 @@ def test_the_docker_probe_failure_names_the_real_fault(msg, fault, fix):
     assert fault in text and fix in text
     if "permission" not in msg.lower():
         assert "docker group" not in text
+
