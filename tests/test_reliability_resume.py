@@ -4,9 +4,11 @@ result is skipped (file untouched); the other variant, whose result file the tes
 (half-written JSON), is measured again and its file replaced, without failing the host.
 
 The interrupt lands at a known step, not after a guessed delay: the second variant's simulator
-loads for SLOW_LOAD_S seconds, and the signal is sent once the play has started that variant's
-launch (its plan line in the output, read as it is printed), so the launch is still waiting for
-/health however loaded the machine is."""
+loads for SLOW_LOAD_S seconds, and the signal is sent once that variant's server container runs
+(its plan line in the output, then the container seen running with its load setting), so the play
+is waiting for /health however loaded the machine is. It lands inside one long task on purpose:
+ansible-core 2.19 can raise "process object is closed" from its own signal handler when Ctrl-C
+arrives while it is replacing a finished task's worker process, between two tasks."""
 from __future__ import annotations
 
 import json
@@ -24,7 +26,8 @@ pytestmark = pytest.mark.ansible
 
 HOST = "rel-a"
 SLOW = "slow-mtp2"
-SLOW_LOAD_S = 5
+SLOW_LOAD_S = 15
+SERVER = f"sparkbench-vllm-{HOST}"
 SELECT = json.dumps({"bench_select": ["nvidia-bare", SLOW],
                      "bench_extra_variants": [{"name": SLOW, "build": "nvidia", "config": "mtp2",
                                                "env": {"VLLM_SIM_LOAD_SECONDS": str(SLOW_LOAD_S)}}]})
@@ -37,6 +40,13 @@ def _wait_for(predicate, proc: subprocess.Popen, timeout: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def _slow_server_runs() -> bool:
+    """The slow variant's server container runs (it loads for SLOW_LOAD_S: the play waits for /health)."""
+    out = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}} {{json .Config.Env}}", SERVER],
+                         capture_output=True, text=True, timeout=60).stdout
+    return out.startswith("true") and f"VLLM_SIM_LOAD_SECONDS={SLOW_LOAD_S}" in out
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +64,9 @@ def resumed(tmp_path_factory):
         reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
         reader.start()
         reached = (_wait_for(first.exists, proc, 300)
-                   and _wait_for(lambda: any(f"Bench variant | plan {SLOW}" in ln for ln in lines), proc, 60))
-        time.sleep(1.0)  # the launch task has begun; the server needs SLOW_LOAD_S to answer /health
+                   and _wait_for(lambda: any(f"Bench variant | plan {SLOW}" in ln for ln in lines), proc, 300)
+                   and _wait_for(_slow_server_runs, proc, 300))
+        time.sleep(1.0)  # the wait for /health has begun; the server needs SLOW_LOAD_S to answer it
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=120)
         reader.join(timeout=30)
