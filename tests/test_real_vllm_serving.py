@@ -328,4 +328,4 @@ def test_prefix_cache_and_multi_turn_phases(real_server: RealServer, tmp_path: P
           f"{pre['hit_rate']:.3f} ({pre['hit_tokens']}/{pre['query_tokens']} tokens), cold TTFT "
           f"{pre['cold_ttft_s'] * 1000:.1f} ms, warm TTFT p50 {pre['ttft_s']['p50'] * 1000:.1f} ms; multi-turn "
           f"context {ctx}, TTFT {[round(t['ttft_s'] * 1000, 1) for t in mt['per_turn']]} ms, decode "
-          f"{[round(t['decode_tok_s'], 1) for t in mt['per_turn']]} tok/s")
+          f"{[t['decode_tok_s'] and round(t['decode_tok_s'], 1) for t in mt['per_turn']]} tok/s")
