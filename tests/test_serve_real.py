@@ -49,15 +49,13 @@ pytestmark = [pytest.mark.skipif(not _DOCKER_OK, reason=f"real vLLM needs Docker
 
 def source_document(image_id: str, run: str, args: dict, name: str = VARIANT, kv_gib: int = 1) -> dict:
     """A complete result of ``name`` with ``args`` and a KV budget of ``kv_gib`` GiB as bench.yml
-    would record it on ``HOST``. 128 output tokens: the canary replays these settings, and with 32 a
-    busy 2-core machine made real vLLM deliver most answers in one chunk (no decode figure): 3 of
-    the 5 the canary's verdict needs."""
+    would record it on ``HOST``."""
     variant = {"name": name, "build": "tiny", "config": "eager", "model": "sparkbench/tiny-llama",
                "revision": None, "image": IMAGE, "env": {}, "args": args}
     launch = launch_spec(variant, {"host": "127.0.0.1", "port": BENCH_PORT, "container_name": f"x-{HOST}",
                                    "gpus": False, "env": {"VLLM_CPU_KVCACHE_SPACE": str(kv_gib)},
                                    "hf_cache": "/x/hf", "vllm_cache": "/x/vllm", "flashinfer_cache": "/x/fi"})
-    settings = settings_mod.normalize({**settings_mod.DEFAULTS, "output_tokens": 128, "runs": 5, "warmup": 0,
+    settings = settings_mod.normalize({**settings_mod.DEFAULTS, "output_tokens": 32, "runs": 5, "warmup": 0,
                                        "concurrency": [], "context": [0], "quality": False, "image": False,
                                        "telemetry": "off", "request_timeout_s": 120.0, "stall_timeout_s": 60.0})
     rates = [200.0, 205.0, 198.0, 202.0, 201.0]
