@@ -512,6 +512,57 @@ def test_prefix_cache_counters() -> None:
         assert counters is None and "exposes no vllm:prefix_cache_queries" in why
 
 
+def test_engine_timing_is_one_requests_decode_time_on_the_engines_clock() -> None:
+    from sparkbench.measure.metrics import ENGINE_ORIGIN, DecodeCounters, decode_counters, engine_timing
+
+    # vLLM 0.32's exposition (names and labels as the real server prints them)
+    text = ('vllm:generation_tokens_total{engine="0",model_name="m"} 1664.0\n'
+            'vllm:request_decode_time_seconds_count{engine="0",model_name="m"} 52.0\n'
+            'vllm:request_decode_time_seconds_sum{engine="0",model_name="m"} 12.5\n'
+            'vllm:request_decode_time_seconds_bucket{engine="0",le="0.3",model_name="m"} 50.0\n')
+    before = decode_counters(M.parse_prometheus(text))
+    assert before == DecodeCounters(12.5, 52.0, 1664.0)
+    after = DecodeCounters(12.5 + 0.155, 53.0, 1664.0 + 32)
+    t = engine_timing(before, after, 32)
+    assert t is not None and t["origin"] == ENGINE_ORIGIN and t["predicted_n"] == 32
+    assert t["predicted_ms"] == approx(155.0) and t["decode_tok_s"] == approx(31 / 0.155)
+    # another request finished in between, the tokens are not this request's, or nothing to time
+    assert engine_timing(before, DecodeCounters(12.8, 54.0, 1728.0), 32) is None
+    assert engine_timing(before, after, 16) is None
+    assert engine_timing(before, after, 1) is None and engine_timing(None, after, 32) is None
+    assert decode_counters(M.parse_prometheus(text.split("\n", 1)[1])) is None  # no token counter
+
+
+def test_engine_timing_replaces_the_clients_figure_only_where_the_reads_time_nothing() -> None:
+    from sparkbench.measure.decode_rate import decode_rate, with_engine_timing
+
+    timing = {"predicted_n": 9, "predicted_ms": 80.0, "predicted_per_second": None, "decode_tok_s": 100.0,
+              "origin": "vllm:request_decode_time_seconds"}
+    # read as it was made: the client's figure stays, the engine's is recorded beside it
+    kept = stream([(0.10 + 0.01 * j, j + 1) for j in range(9)])
+    d = with_engine_timing(decode_rate(kept), kept, timing)
+    assert d.source == "usage" and d.tok_s == approx(8 / 0.08) and d.server is timing
+    # the whole stream in one read: the engine's figure, with the client's reason in the note
+    burst = stream([(0.2, 1), (0.2, 9)])
+    assert decode_rate(burst).tok_s is None
+    d = with_engine_timing(decode_rate(burst), burst, timing)
+    assert (d.tok_s, d.source, d.reason) == (100.0, "server_metrics", None) and "one read" in d.note
+    rec = M.RequestRecord(**{**vars(M.RequestRecord.from_stream(burst, True)), "decode": d}).run_fields(9)
+    assert rec["valid"] and rec["decode_source"] == "server_metrics" and rec["server_decode_tok_s"] == 100.0
+    assert rec["server_timings"]["origin"] == "vllm:request_decode_time_seconds" and "decode_reason" not in rec
+    # bunched reads: 8 tokens within 10 ms of the first, made over 80 ms: the engine's figure
+    bunched = stream([(0.2, 1), *[(0.21, j + 1) for j in range(1, 9)]])
+    d = with_engine_timing(decode_rate(bunched), bunched, timing)
+    assert d.source == "server_metrics" and d.tok_s == 100.0 and "bunched" in d.note
+    # half the engine's span is still a reading: kept
+    half = stream([(0.2, 1), (0.241, 9)])
+    assert with_engine_timing(decode_rate(half), half, timing).source == "usage"
+    # a failed request, or llama.cpp's own timings already in the stream: unchanged
+    bad = stream([(0.2, 1)], error="HTTP 500: boom")
+    assert with_engine_timing(decode_rate(bad), bad, timing).tok_s is None
+    assert with_engine_timing(decode_rate(burst), burst, None).tok_s is None
+
+
 # ---------------------------------------------------------------------------------------------
 # tool calls
 

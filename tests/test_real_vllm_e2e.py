@@ -281,7 +281,18 @@ def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_ru
         runs = doc(real_run, MEASURE_HOST, name)["single"]["runs"]
         (s0, c0), (s1, c1) = snaps[0], snaps[-1]
         assert c1 - c0 == len(runs), (name, c1 - c0, len(runs))  # exactly measure.py's requests
-        valid = [i for i, r in enumerate(runs) if r["decode_tok_s"]]
+        # Every run was timed on the engine's clock too (vllm:request_decode_time_seconds around it):
+        # its tokens are the run's, and its TPOT is the run's own step of the TPOT histogram
+        # (decode time / (tokens - 1)) where the scraping thread saw that request alone.
+        own_step = {int(a[1] - c0): b[0] - a[0] for a, b in zip(snaps, snaps[1:]) if b[1] - a[1] == 1}
+        for i, r in enumerate(runs):
+            t = r.get("server_timings") or {}
+            assert t.get("origin") == "vllm:request_decode_time_seconds", (name, i, r)
+            assert t["predicted_n"] == r["completion_tokens"], (name, i, r)
+            if i in own_step:
+                assert 1.0 / r["server_decode_tok_s"] == pytest.approx(own_step[i], rel=1e-6), (name, i, r, own_step)
+        # The comparison is of the client's clock: runs whose figure is the engine's are left out.
+        valid = [i for i, r in enumerate(runs) if r["decode_tok_s"] and r["decode_source"] != "server_metrics"]
         # A reader that was late (the machine busy elsewhere) reads several token events in one
         # recv(): zero gaps in itl_ms. Such a run's figure reflects the delivery, not vLLM, so it is
         # judged only where the stream was read as it was sent (a healthy run here has none).
@@ -293,7 +304,7 @@ def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_ru
         if len(valid) == len(runs):
             server, n = (s1 - s0) / (c1 - c0), len(runs)
         else:  # the histogram's steps of one request each (count +1), keyed by request index
-            own = {int(a[1] - c0): b[0] - a[0] for a, b in zip(snaps, snaps[1:]) if b[1] - a[1] == 1}
+            own = own_step
             valid = [i for i in valid if i in own]
             assert len(valid) >= 2, (name, own, runs)
             server, n = sum(own[i] for i in valid) / len(valid), len(valid)

@@ -39,6 +39,7 @@ HARNESS_FAMILIES = [
     "vllm:prompt_tokens", "vllm:request_success", "vllm:num_requests_running", "vllm:num_requests_waiting",
     "vllm:kv_cache_usage_perc", "vllm:iteration_tokens_total", "vllm:num_preemptions",
     "vllm:estimated_read_bytes_per_gpu", "vllm:prompt_tokens_cached", "vllm:request_num_preemptions",
+    "vllm:request_decode_time_seconds",
 ]
 # The simulator gets the real server's flags.
 SERVE_ARGS = ["--max-model-len", str(MAX_MODEL_LEN)]

@@ -2,7 +2,7 @@
 token counts from the server, times from the client's reads."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .sse import StreamResult
@@ -15,7 +15,9 @@ class DecodeRate:
     ``source``: ``usage`` (per-chunk usage counts, client timestamps), ``timings_per_token``
     (llama.cpp's running ``timings.predicted_n`` on every chunk, client timestamps),
     ``chunk_count`` (no per-chunk counts, final usage == content chunks: one token a chunk),
-    ``server_timings`` (the server's own per-request timing: llama.cpp ``timings``), or
+    ``server_timings`` (the server's own per-request timing: llama.cpp ``timings``),
+    ``server_metrics`` (vLLM's per-request decode time from its metrics, single stream, where the
+    client's reads could not time the decode: ``with_engine_timing``), or
     ``chunk_count_bounded`` (k more tokens than content chunks: the figure assumes the first chunk
     held one token; ``bound`` gives the range for a first chunk of 1 … k + 1 tokens).
     """
@@ -97,6 +99,35 @@ def decode_rate(res: StreamResult) -> DecodeRate:
     lo = (ct - 1 - k) / dt
     return DecodeRate(hi, 1, None, "chunk_count_bounded", first_inferred=True, first_max=k + 1, note=note,
                   bound={"low": lo, "high": hi, "missing_chunks": k})
+
+#: The client's first-to-last read may be shorter than the engine's first-to-last token by
+#: scheduling jitter; below this share of it the reads were bunched and time nothing.
+BUNCHED_SHARE = 0.5
+
+
+def with_engine_timing(d: DecodeRate, res: StreamResult, timing: dict[str, Any] | None) -> DecodeRate:
+    """The decode figure of a single-stream request given the engine's own timing of it
+    (``metrics.engine_timing``), recorded beside the client's figure. The engine's figure
+    (source ``server_metrics``) replaces the client's only where the client's reads could not
+    time the decode: the stream arrived in one read or one chunk, or the reads spanned less than
+    ``BUNCHED_SHARE`` of the engine's first-to-last token time (a busy client, proxy or API
+    process delivered the tokens in a bunch; tokens cannot arrive faster than they were made)."""
+    if timing is None or res.error or d.server is not None or timing.get("decode_tok_s") is None:
+        return d
+    engine_ms = float(timing["predicted_ms"])
+    client_ms = ((res.t_last or 0.0) - (res.t_first or 0.0)) * 1000.0
+    why = None
+    if d.tok_s is None and d.retry and res.t_first is not None:
+        why = f"{d.reason}; the figure is the engine's own decode time for this request"
+    elif d.tok_s is not None and client_ms < BUNCHED_SHARE * engine_ms:
+        why = (f"the client read the tokens within {client_ms:.1f} ms of the first, the engine made them "
+               f"over {engine_ms:.1f} ms: the reads were bunched, so the figure is the engine's")
+    if why is None:
+        return replace(d, server=timing)
+    return DecodeRate(timing["decode_tok_s"], d.first_chunk_tokens, source="server_metrics",
+                      first_inferred=d.first_inferred, first_max=d.first_max, server=timing,
+                      note="; ".join(x for x in (d.note, why) if x))
+
 
 def itl_samples(res: StreamResult) -> list[float] | None:
     """Per-token inter-token latencies [s]: a gap before a chunk of k tokens gives k samples

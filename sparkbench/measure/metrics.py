@@ -1,5 +1,5 @@
-"""The server's Prometheus metrics: the text format, vLLM's speculative-decoding and prefix-cache
-counters, and the figures from two scrapes."""
+"""The server's Prometheus metrics: the text format, vLLM's speculative-decoding, prefix-cache and
+per-request decode-time counters, and the figures from two scrapes."""
 from __future__ import annotations
 
 import math
@@ -187,3 +187,48 @@ def prefix_cache_counters(samples: list[tuple[str, dict[str, str], float]]
     if not q or not h:
         return None, "the server exposes no vllm:prefix_cache_queries / vllm:prefix_cache_hits counters"
     return (sum(q), sum(h)), None
+
+
+DECODE_TIME_SUM = "vllm:request_decode_time_seconds_sum"
+DECODE_TIME_COUNT = "vllm:request_decode_time_seconds_count"
+GENERATION_TOKENS = ("vllm:generation_tokens_total", "vllm:generation_tokens")
+#: ``server_timings.origin`` of a timing read from vLLM's metrics
+ENGINE_ORIGIN = "vllm:request_decode_time_seconds"
+
+
+@dataclass
+class DecodeCounters:
+    """vLLM's per-request decode-time histogram (sum [s] and count) and generated tokens, summed
+    over engines (label sets), one scrape."""
+
+    seconds: float
+    requests: float
+    tokens: float
+
+
+def decode_counters(samples: list[tuple[str, dict[str, str], float]]) -> DecodeCounters | None:
+    """The decode-time counters of one scrape; None when the server exposes no
+    ``vllm:request_decode_time_seconds`` histogram or no generated-token counter."""
+    secs = [v for name, _l, v in samples if name == DECODE_TIME_SUM]
+    count = [v for name, _l, v in samples if name == DECODE_TIME_COUNT]
+    tokens = [v for name, _l, v in samples if name in GENERATION_TOKENS]
+    if not secs or not count or not tokens:
+        return None
+    return DecodeCounters(sum(secs), sum(count), sum(tokens))
+
+
+def engine_timing(before: DecodeCounters | None, after: DecodeCounters | None,
+                  completion_tokens: int | None) -> dict[str, Any] | None:
+    """One request's decode timing on the engine's clock, from two scrapes around it: vLLM's
+    ``request_decode_time_seconds`` is the time from the request's first generated token to its
+    last, so decode = (tokens - 1) / seconds, the formula measure uses on the client's clock.
+    None unless exactly one request finished between the scrapes and it generated
+    ``completion_tokens`` tokens (the figure is that request's and no other's)."""
+    if before is None or after is None or not completion_tokens or completion_tokens < 2:
+        return None
+    secs, done, tokens = (after.seconds - before.seconds, after.requests - before.requests,
+                          after.tokens - before.tokens)
+    if done != 1 or tokens != completion_tokens or secs <= 0:
+        return None
+    return {"predicted_n": int(tokens), "predicted_ms": secs * 1000.0, "predicted_per_second": None,
+            "decode_tok_s": (tokens - 1) / secs, "origin": ENGINE_ORIGIN}

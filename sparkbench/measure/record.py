@@ -109,7 +109,8 @@ class RequestRecord:
         if d.bound is not None:
             rec["decode_bound"] = d.bound
         if d.server is not None:
-            rec["server_timings"] = {k: d.server[k] for k in ("predicted_n", "predicted_ms", "predicted_per_second")}
+            rec["server_timings"] = {k: d.server[k] for k in ("predicted_n", "predicted_ms", "predicted_per_second",
+                                                              "origin") if k in d.server}
             rec["server_decode_tok_s"] = d.server["decode_tok_s"]
         if d.note:
             rec["chunk_note"] = d.note

@@ -16,7 +16,7 @@ from . import bandwidth, document, probe
 from .client import Endpoint, stream_requests
 from .common import Abort, Unreachable, log
 from .conditions import RunConditions
-from .metrics import SpecCounters, parse_prometheus, spec_counters
+from .metrics import DecodeCounters, SpecCounters, decode_counters, parse_prometheus, spec_counters
 from .phases import PHASES
 from .prompts import COMPAT_FULL, COMPAT_PLAIN, chat_body, speed_prompt
 from .record import RequestRecord
@@ -108,6 +108,11 @@ class Session:
     def scrape_spec(self) -> SpecCounters | None:
         samples = self.scrape()
         return spec_counters(samples) if samples is not None else None
+
+    def scrape_decode(self) -> DecodeCounters | None:
+        """vLLM's per-request decode-time counters now, or None (no /metrics, not vLLM)."""
+        samples = self.scrape()
+        return decode_counters(samples) if samples is not None else None
 
     # ---- phases ---------------------------------------------------------------------------------
 
