@@ -31,6 +31,9 @@ from ..launch import SIM_UNIT_CONTAINER, UNIT_HOME
 from ..paths import write_atomic
 
 KIND = "sparkbench.deployment"
+#: The container label that marks a resident or a candidate (its value: the variant); the unit's
+#: probe filters on it too (roles/spark_host/defaults/main.yml ``spark_host_resident_label``).
+RESIDENT_LABEL = "sparkbench.resident"
 STATES = ("deployed", "failed", "undeployed", "replaced")
 FOLDER = ".deployments"
 REMEDY = {
@@ -152,10 +155,10 @@ def residents(containers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for c in containers or []:
         labels = c.get("Labels") or {}
-        if "sparkbench.resident" not in labels:
+        if RESIDENT_LABEL not in labels:
             continue
         name = str((c.get("Names") or ["?"])[0]).lstrip("/")
-        out.append({"name": name, "variant": labels.get("sparkbench.resident"), "role": labels.get("sparkbench.role"),
+        out.append({"name": name, "variant": labels.get(RESIDENT_LABEL), "role": labels.get("sparkbench.role"),
                     "port": labels.get("sparkbench.port"), "run": labels.get("sparkbench.run"),
                     "config_hash": labels.get("sparkbench.config_hash"),
                     "listen": labels.get("sparkbench.listen"), "running": c.get("State") == "running",

@@ -52,6 +52,7 @@ from ..launch import (
 )
 from ..plan import BRACKET_SETTINGS, LOOPBACK, as_bool, measure_command, probe_commands, sim_unit_block
 from ..plan import VARIABLES as BENCH_VARIABLES
+from .record import RESIDENT_LABEL
 
 #: The serve variables and their defaults (inventory/group_vars/all/serve.yml sets the same).
 VARIABLES: dict[str, Any] = {
@@ -157,7 +158,7 @@ def container(src: Mapping[str, Any], s: Mapping[str, Any], name: str, port: int
                             else [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]),
         # A candidate is not restarted: a start that fails must show as an exit, not a restart loop.
         "restart_policy": RESTART_POLICY if role == "resident" else "no",
-        "labels": {"sparkbench.resident": src["variant"], "sparkbench.role": role, "sparkbench.run": src["run"],
+        "labels": {RESIDENT_LABEL: src["variant"], "sparkbench.role": role, "sparkbench.run": src["run"],
                    "sparkbench.config_hash": src["config_hash"], "sparkbench.port": str(port),
                    "sparkbench.listen": s["serve_listen"]},
         "healthcheck": {"test": ["CMD", "python3", "-c",
