@@ -16,7 +16,8 @@ from . import bandwidth, document, probe
 from .client import Endpoint, stream_requests
 from .common import Abort, Unreachable, log
 from .conditions import RunConditions
-from .metrics import DecodeCounters, SpecCounters, decode_counters, parse_prometheus, spec_counters
+from .decode_rate import with_engine_timing
+from .metrics import DecodeCounters, SpecCounters, decode_counters, engine_timing, parse_prometheus, spec_counters
 from .phases import PHASES
 from .prompts import COMPAT_FULL, COMPAT_PLAIN, chat_body, speed_prompt
 from .record import RequestRecord
@@ -167,6 +168,17 @@ class Session:
                 self.compat_known = True
             records = self.received(phase, results, forced and self.compat == COMPAT_FULL)
             return records
+
+    def generate_one(self, phase: str, messages: list[dict[str, Any]], max_tokens: int,
+                     forced: bool) -> RequestRecord:
+        """One request alone on the server, its decode timed on the engine's clock too where the
+        server exposes vLLM's per-request decode time (``decode_rate.with_engine_timing``)."""
+        before = self.scrape_decode()
+        r = self.generate(phase, [messages], max_tokens, forced)[0]
+        if before is not None and r.stream is not None and not r.error:
+            r.decode = with_engine_timing(r.decode, r.stream,
+                                          engine_timing(before, self.scrape_decode(), r.completion_tokens))
+        return r
 
     def received(self, phase: str, results: list[StreamResult], forced: bool) -> list[RequestRecord]:
         """Records of parsed streams; the server's fingerprint noted; a lost connection checked."""

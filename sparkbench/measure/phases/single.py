@@ -1,15 +1,13 @@
 """Single stream: --runs speed requests one at a time (re-run while a run gave no figure for a
 reason another attempt could change, at most 2 x --runs), then --target-precision. Where the
 server exposes vLLM's per-request decode time, each request is timed on the engine's clock too
-(``decode_rate.with_engine_timing``)."""
+(``Session.generate_one``)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from ..aggregate import summarise_single
 from ..common import log
-from ..decode_rate import with_engine_timing
-from ..metrics import engine_timing
 from ..record import RequestRecord
 from ..stats import PRECISION_RESAMPLES, PRECISION_SEED, median_precision_pct
 
@@ -63,11 +61,7 @@ def _runs(s: Session, span: PhaseSpan) -> int:
 def one_run(s: Session, attempt: int, label: str) -> tuple[dict[str, Any], RequestRecord]:
     """One single-stream request: recorded in single.runs[], summarised, logged."""
     a = s.args
-    before = s.scrape_decode()
-    r = s.generate("single", [s.speed_messages()], a.output_tokens, True)[0]
-    if before is not None and r.stream is not None and not r.error:
-        r.decode = with_engine_timing(r.decode, r.stream, engine_timing(before, s.scrape_decode(),
-                                                                        r.completion_tokens))
+    r = s.generate_one("single", s.speed_messages(), a.output_tokens, True)
     rec = r.run_fields(a.output_tokens)
     rec["attempt"] = attempt
     block = s.doc["single"]
