@@ -376,8 +376,11 @@ def test_engine_death_after_health_fails_the_measure_stage_only(real_run):
     assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in f["remedy"]
     # The server had been ready (measure.py reached it and recorded the requests' HTTP 500).
     assert d["server"]["version"] == "0.32.0" and d["single"]["runs"]
+    # The engine dies before the response starts (HTTP 500) or after its first bytes (the stream
+    # ends with vLLM's error event): which one is a race inside vLLM.
     errors = [r["error"] or "" for r in d["single"]["runs"]]
-    assert any("HTTP 500" in e for e in errors) and (all(errors) or d["status"] == "incomplete"), errors
+    assert any("HTTP 500" in e or "EngineCore encountered an issue" in e for e in errors), errors
+    assert all(errors) or d["status"] == "incomplete", errors
     # The other variants of the run went on and completed.
     assert all(doc(real_run, MEASURE_HOST, n)["status"] == "complete" for n in MEASURED)
 
