@@ -522,3 +522,34 @@ def test_llamacpp_server_end_to_end(fake_server, tmp_path: Path, props: bool, pe
     waves = [w for w in doc["warnings"] if w["code"] == "parallel_waves"]
     assert len(waves) == 1 and waves[0]["waves"] == 2 and "4 slots" in waves[0]["message"]
     assert doc["errors"] == [] and doc["spec_decode"] is None and "501" in doc["spec_decode_reason"]
+
+
+class _CountingGets(dict):
+    """GET answers that count how often each path was asked for."""
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.asked: dict[str, int] = {}
+
+    def get(self, path, default=None):
+        self.asked[path] = self.asked.get(path, 0) + 1
+        return super().get(path, default)
+
+
+@pytest.mark.sim
+def test_metrics_without_decode_counters_are_not_scraped_around_every_run(fake_server, tmp_path: Path) -> None:
+    """A server whose /metrics has no vllm:request_decode_time_seconds (llama.cpp, another server)
+    is asked for it once, not before and after every single-stream run: the /metrics reads do
+    not grow with --runs."""
+    asked = []
+    for runs in ("2", "6"):
+        gets = _CountingGets(OPENAI_GETS)
+        gets["/metrics"] = (200, "llamacpp:tokens_predicted_total 10")
+        srv = fake_server(gets, lambda i, body: vllm_pieces(24))
+        rc, doc, stderr = measure(["--base-url", srv.url, "--runs", runs, "--warmup", "0", "--concurrency", "none",
+                                   "--output-tokens", "24"], tmp_path / f"r{runs}.json")
+        assert rc == 0, stderr
+        assert doc["single"]["valid_runs"] == int(runs)
+        assert all("server_timings" not in r for r in doc["single"]["runs"])
+        asked.append(gets.asked.get("/metrics", 0))
+    assert asked[0] == asked[1] and asked[0] >= 1, asked

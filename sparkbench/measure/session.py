@@ -47,6 +47,7 @@ class Session:
         self.compat_known = False
         self.metrics_ok = False
         self.metrics_reason: str | None = None
+        self.decode_metrics = True  # False once /metrics answered without vLLM's decode-time counters
         self.spec_phases: dict[str, tuple[SpecCounters | None, SpecCounters | None]] = {}
         self.phase_tokens: dict[str, int] = {}
         self.telemetry: Telemetry | None = None
@@ -111,9 +112,13 @@ class Session:
         return spec_counters(samples) if samples is not None else None
 
     def scrape_decode(self) -> DecodeCounters | None:
-        """vLLM's per-request decode-time counters now, or None (no /metrics, not vLLM)."""
-        samples = self.scrape()
-        return decode_counters(samples) if samples is not None else None
+        """vLLM's per-request decode-time counters now, or None (no /metrics, not vLLM). A server
+        whose /metrics has none is not asked again."""
+        samples = self.scrape() if self.decode_metrics else None
+        counters = decode_counters(samples) if samples is not None else None
+        if samples is not None and counters is None:
+            self.decode_metrics = False
+        return counters
 
     # ---- phases ---------------------------------------------------------------------------------
 

@@ -35,12 +35,13 @@ def run(s: Session) -> None:
                 user = {"role": "user", "content": turn_prompt(turn, int(n_new * cpt), s.rng)}
                 r = s.generate_one("multi_turn", hist + [user], n_out, True)
                 span.tokens += r.completion_tokens or 0
+                fields = r.run_fields(n_out)
                 row: dict[str, Any] = {"conversation": c, "turn": turn, "prompt_tokens": r.prompt_tokens,
                                        "ttft_s": r.ttft, "decode_tok_s": r.decode_tok_s,
-                                       "decode_source": r.decode.source if r.decode_tok_s is not None else None,
+                                       "decode_source": fields["decode_source"],
                                        "cached_tokens": r.cached_tokens, "error": r.failure}
-                if r.decode_tok_s is None and not r.failure:
-                    row["decode_reason"] = r.decode.reason
+                if not r.failure and "decode_reason" in fields:
+                    row["decode_reason"] = fields["decode_reason"]
                 if r.failure:
                     entry["failed"] += 1
                     s.error("multi_turn", len(entry["per_request"]), r.failure)
