@@ -352,6 +352,14 @@ def test_check_worker_not_joined():
     f = _only(_mutate(spec, gone), "ray_worker_not_joined")
     assert f["host"] == "spark-sim12" and "1 of 2 nodes after 60 s" in f["reason"]
     assert "exit code 1" in f["reason"] and "GCS at 172.31.250.99" in f["reason"] and "6379" in f["remedy"]
+    # A worker whose container runs but never joined: its log's last line is named.
+
+    def stuck(status, probe, facts):
+        probe["nodes"].pop()
+        facts["spark-sim12"]["container"] = {"exists": True, "running": True, "status": "running",
+                                             "log_tail": "Local node IP: 172.31.250.12\nWaiting for the GCS at 172.31.250.11:6379"}
+    f = _only(_mutate(spec, stuck), "ray_worker_not_joined")
+    assert "its container runs" in f["reason"] and "its log ends: Waiting for the GCS at 172.31.250.11:6379" in f["reason"]
     # Without a probe the count of ray status decides.
     res = cluster.check(spec, cluster.parse_ray_status(STATUS_2X_V), None, {}, issues=ISSUES)
     assert [x["id"] for x in res["failures"]] == ["ray_worker_not_joined"]

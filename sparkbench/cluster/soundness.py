@@ -83,6 +83,8 @@ def _absent_state(n: Mapping[str, Any], facts: Facts) -> str:
         return f"its container {n.get('container')} does not exist (run tasks_from: start)"
     if c and not c.get("running"):
         return f"its container is not running (status {c.get('status')}, exit code {c.get('exit_code')}): {last}"
+    if c.get("log_tail"):
+        return f"its container runs but the node is not in the cluster; its log ends: {last}"
     return "its container runs but the node is not in the cluster"
 
 
