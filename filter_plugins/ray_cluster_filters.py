@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -73,8 +74,16 @@ def ray_cluster_restart_plan(spec: Any, results: Any) -> dict:
 
 
 def ray_status_parse(text: Any) -> dict:
-    """See sparkbench.cluster.parse_ray_status."""
-    return cluster.parse_ray_status(text)
+    """See sparkbench.cluster.parse_ray_status. Given the exec task's whole registered result, its
+    stdout is parsed, and where that is no cluster status the answer is the last line of what the
+    head said (stdout, stderr, the module's message)."""
+    if not isinstance(text, Mapping):
+        return cluster.parse_ray_status(text)
+    status = cluster.parse_ray_status(text.get("stdout"))
+    if status["format"] is None:
+        said = "\n".join(str(text.get(k) or "") for k in ("stdout", "stderr", "msg"))
+        status["answer"] = next((line.strip() for line in reversed(said.splitlines()) if line.strip()), None)
+    return status
 
 
 def ray_probe_parse(text: Any) -> dict | None:
@@ -101,9 +110,13 @@ def ray_link_ib_write_bw(text: Any, note: str = "") -> dict:
 
 
 def _by_host(results: Any) -> dict:
+    """A loop's registered results by node host: the loop's item is a node, or a result of a loop
+    over the nodes (the log task loops over the container inspection's results)."""
     out = {}
     for r in results or []:
         item = r.get("item")
+        if isinstance(item, dict) and "host" not in item and isinstance(item.get("item"), dict):
+            item = item["item"]
         if isinstance(item, dict) and "host" in item and not r.get("skipped"):
             out[item["host"]] = r
     return out

@@ -360,9 +360,31 @@ def test_check_worker_not_joined():
                                              "log_tail": "Local node IP: 172.31.250.12\nWaiting for the GCS at 172.31.250.11:6379"}
     f = _only(_mutate(spec, stuck), "ray_worker_not_joined")
     assert "its container runs" in f["reason"] and "its log ends: Waiting for the GCS at 172.31.250.11:6379" in f["reason"]
-    # Without a probe the count of ray status decides.
-    res = cluster.check(spec, cluster.parse_ray_status(STATUS_2X_V), None, {}, issues=ISSUES)
+    # Without a probe the count of ray status decides, and the worker is named.
+    status = cluster.parse_ray_status(STATUS_2X_V)            # one node active
+    assert status["format"] and status["nodes_active"] == 1 and status["answer"] is None
+    res = cluster.check(spec, status, None, {}, issues=ISSUES)
     assert [x["id"] for x in res["failures"]] == ["ray_worker_not_joined"]
+    assert "worker spark-sim12 (172.31.250.12) did not join" in res["failures"][0]["reason"], res["failures"][0]
+
+
+@pytest.mark.unit
+def test_check_head_whose_ray_does_not_answer():
+    """No probe and a `ray status` that is no cluster status: the head is named with what it
+    answered and its container's last log line, not an unnamed worker."""
+    spec = cluster.cluster_spec("sim_pair", sim_members())
+    said = "2026-12-04 INFO\nConnectionError: Could not find any running Ray instance. Please specify the one to connect to."
+    status = cluster.parse_ray_status(said)
+    assert status["format"] is None and status["nodes_active"] == 0 and status["answer"].startswith("ConnectionError")
+    facts = {"spark-sim11": {"container": {"exists": True, "running": True, "status": "running",
+                                           "log_tail": "Local node IP: 172.31.250.11\nraylet died"}}}
+    res = cluster.check(spec, status, None, facts, issues=ISSUES)
+    assert [(x["id"], x["host"]) for x in res["failures"]] == [("ray_head_not_running", "spark-sim11"),
+                                                              ("ray_worker_not_joined", "spark-sim12")]
+    assert "the head does not answer" in res["failures"][1]["reason"]
+    reason = res["failures"][0]["reason"]
+    assert "answered no cluster status (ConnectionError: Could not find any running Ray instance" in reason, reason
+    assert "its log ends: raylet died" in reason and "docker logs sparkbench-ray-spark-sim11" in res["failures"][0]["remedy"]
 
 
 @pytest.mark.unit
@@ -581,6 +603,11 @@ def test_filter_adapters():
     with pytest.raises(AnsibleFilterError, match="ray_cluster_spec: bench_cluster is empty"):
         f.ray_cluster_spec("", groups, hostvars)
     assert f.ray_probe_parse('warning\nRAY_PROBE_JSON {"nodes": []}\n') == {"nodes": []}
+    # check_nodes.yml passes the exec task's whole result: stdout parsed, stderr the answer when it is no status.
+    assert f.ray_status_parse({"stdout": STATUS_2X_V, "stderr": "WARNING x"}) == cluster.parse_ray_status(STATUS_2X_V)
+    gone = f.ray_status_parse({"stdout": "", "stderr": "ConnectionError: no Ray\n", "rc": 1})
+    assert gone["format"] is None and gone["answer"] == "ConnectionError: no Ray"
+    assert f.ray_status_parse({"msg": "Timeout waiting for exec"})["answer"] == "Timeout waiting for exec"
     assert f.ray_probe_parse("Traceback ...") is None
     # check_nodes.yml's registered results → node facts.
     sim = cluster.cluster_spec("sim_pair", sim_members())
@@ -593,7 +620,9 @@ def test_filter_adapters():
         [{"item": n1, "images": [{"Id": "sha256:1", "RepoDigests": ["x@sha256:d"]}]}, {"item": n2, "images": []}],
         [{"item": n1, "stdout": "operstate=up\nmtu=1500\naddr=eth0 172.31.250.11/24\nspeed=10000Mb/s\n"},
          {"item": n2, "stdout": ""}],
-        [{"item": n1, "skipped": True}, {"item": n2, "stdout": "", "stderr": "ConnectionError: no GCS"}],
+        # check_nodes.yml's log task loops over the container inspection's results.
+        [{"item": {"item": n1, "exists": True}, "skipped": True},
+         {"item": {"item": n2, "exists": True}, "stdout": "", "stderr": "ConnectionError: no GCS"}],
         [{"item": [n1, {"model": "m/x", "revision": "abc"}], "stat": {"exists": True}},
          {"item": [n2, {"model": "m/x", "revision": "abc"}], "stat": {"exists": False}}],
         {"method": "iperf3", "gbps": 9.9, "note": "n"})

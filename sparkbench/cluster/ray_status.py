@@ -110,8 +110,9 @@ def parse_ray_status(text: Any) -> dict[str, Any]:
     ``Usage:`` (then ``Demands:``). ``-v`` adds per-node blocks ``Node: <id> (<type>)`` [`` Id: <id>``]
     `` Usage:`` ``  0.0/1.0 GPU``. Returns ``{format, nodes_active, node_ids, node_types,
     gpus_used, gpus_total, cpus_used, cpus_total, pending_nodes, failures, pending_demands,
-    resources, per_node}`` (counts as numbers; None where the text does not say; ``format`` None
-    when the text is not ``ray status`` output).
+    resources, per_node, answer}`` (counts as numbers; None where the text does not say; ``format``
+    None when the text is not ``ray status`` output, and then ``answer`` is its last non-empty line:
+    what the head said instead, e.g. that no Ray instance runs).
     """
     raw = str(text or "").replace("\r\n", "\n")
     lines = raw.split("\n")
@@ -135,4 +136,5 @@ def parse_ray_status(text: Any) -> dict[str, Any]:
         "pending_demands": _listed(sections.get("Pending Demands:", []) + sections.get("Demands:", [])),
         "resources": usage,
         "per_node": per_node,
+        "answer": None if fmt else next((line.strip() for line in reversed(lines) if line.strip()), None),
     }

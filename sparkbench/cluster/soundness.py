@@ -114,8 +114,32 @@ def _judge_membership(failures: _Failures, spec: Mapping[str, Any], matched: Map
                      alive=alive_count, total=total, timeout=spec.get("join_timeout_s"), state=_absent_state(n, facts),
                      container=n.get("container"))
     if probe is None and status is not None and alive_count < total and not failures.entries:
-        failures.add("ray_worker_not_joined", None, alive=alive_count, total=total, timeout=spec.get("join_timeout_s"),
-                     head_address=spec.get("head_address"), state="ray status lists fewer nodes than the cluster has")
+        _judge_count_only(failures, spec, status, facts, alive_count)
+
+
+def _judge_count_only(failures: _Failures, spec: Mapping[str, Any], status: Mapping[str, Any], facts: Facts,
+                      alive_count: int) -> None:
+    """Without a probe: a head whose ``ray status`` answers no cluster status is not running
+    (ray_head_not_running, with what it answered and its container's state) and no worker joined it
+    (ray_worker_not_joined, each with its container's state); else fewer nodes than the cluster
+    has, the workers named (ray_worker_not_joined)."""
+    spec_nodes = list(spec.get("nodes") or [])
+    head = next((n for n in spec_nodes if n["role"] == "head"), None)
+    workers = [n for n in spec_nodes if n["role"] == "worker"]
+    if head is not None and status.get("format") is None:
+        said = status.get("answer") or "no output"
+        failures.add("ray_head_not_running", head["host"], address=head.get("address"), container=head.get("container"),
+                     state=f"`ray status` in its container answered no cluster status ({said}); {_absent_state(head, facts)}")
+        for n in workers:
+            failures.add("ray_worker_not_joined", n["host"], address=n.get("address"), alive=alive_count,
+                         total=len(spec_nodes), timeout=spec.get("join_timeout_s"), container=n.get("container"),
+                         head_address=n.get("join_address") or spec.get("head_address"),
+                         state=f"the head does not answer; {_absent_state(n, facts)}")
+        return
+    failures.add("ray_worker_not_joined", " or ".join(n["host"] for n in workers) or None, alive=alive_count,
+                 total=len(spec_nodes), timeout=spec.get("join_timeout_s"), head_address=spec.get("head_address"),
+                 address=", ".join(str(n.get("address")) for n in workers),
+                 state="ray status lists fewer nodes than the cluster has")
 
 
 def _judge_gpus(failures: _Failures, spec_nodes: Sequence[Mapping[str, Any]], matched: Mapping[str, Mapping[str, Any]],
