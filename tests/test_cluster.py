@@ -385,6 +385,13 @@ def test_check_head_whose_ray_does_not_answer():
     reason = res["failures"][0]["reason"]
     assert "answered no cluster status (ConnectionError: Could not find any running Ray instance" in reason, reason
     assert "its log ends: raylet died" in reason and "docker logs sparkbench-ray-spark-sim11" in res["failures"][0]["remedy"]
+    # A status that lists no active node: the head is not in its own cluster either.
+    empty = STATUS_2X_V.replace(" 1 node_cd2dc58fa833bf2d7fb762a23cfc3fdc1c1854482d9d91a258df3180", " (no active nodes)")
+    status = cluster.parse_ray_status(empty)
+    assert status["format"] and status["nodes_active"] == 0
+    res = cluster.check(spec, status, None, facts, issues=ISSUES)
+    assert [x["id"] for x in res["failures"]] == ["ray_head_not_running", "ray_worker_not_joined"]
+    assert "lists no active node, not even the head's" in res["failures"][0]["reason"], res["failures"][0]
 
 
 @pytest.mark.unit

@@ -119,17 +119,22 @@ def _judge_membership(failures: _Failures, spec: Mapping[str, Any], matched: Map
 
 def _judge_count_only(failures: _Failures, spec: Mapping[str, Any], status: Mapping[str, Any], facts: Facts,
                       alive_count: int) -> None:
-    """Without a probe: a head whose ``ray status`` answers no cluster status is not running
-    (ray_head_not_running, with what it answered and its container's state) and no worker joined it
+    """Without a probe: a head whose ``ray status`` answers no cluster status, or lists no active
+    node, is not running (ray_head_not_running, with what it said and its container's state) and no
+    worker joined it
     (ray_worker_not_joined, each with its container's state); else fewer nodes than the cluster
     has, the workers named (ray_worker_not_joined)."""
     spec_nodes = list(spec.get("nodes") or [])
     head = next((n for n in spec_nodes if n["role"] == "head"), None)
     workers = [n for n in spec_nodes if n["role"] == "worker"]
-    if head is not None and status.get("format") is None:
-        said = status.get("answer") or "no output"
+    if head is not None and (status.get("format") is None or not alive_count):
+        if status.get("format") is None:
+            said = f"`ray status` in its container answered no cluster status ({status.get('answer') or 'no output'})"
+        else:
+            recent = "; ".join(status.get("failures") or [])
+            said = "`ray status` lists no active node, not even the head's" + (f" (recent failures: {recent})" if recent else "")
         failures.add("ray_head_not_running", head["host"], address=head.get("address"), container=head.get("container"),
-                     state=f"`ray status` in its container answered no cluster status ({said}); {_absent_state(head, facts)}")
+                     state=f"{said}; {_absent_state(head, facts)}")
         for n in workers:
             failures.add("ray_worker_not_joined", n["host"], address=n.get("address"), alive=alive_count,
                          total=len(spec_nodes), timeout=spec.get("join_timeout_s"), container=n.get("container"),
