@@ -14,7 +14,7 @@ whose nodes each declare one logical GPU (``ray start --num-gpus=1``, no GPU nee
 4. every engine step calls every worker (:meth:`RayWorkers.dispatch` before the step's sleep,
    :meth:`RayWorkers.collect` after it), and an idle engine pings them once a second, so a lost
    worker (``ray stop`` in its container, the container killed) kills the engine: vLLM's
-   engine-death lines, then exit 1 (well within 30 s: a stopped raylet is seen at once, a
+   engine-death lines, then exit 1 (within 60 s: a stopped raylet is seen at once, a
    vanished node after Ray's health check, and a call unanswered for ``COLLECT_TIMEOUT_S``
    counts as lost).
 
@@ -33,8 +33,8 @@ import time
 from .vlog import fatal, log
 
 #: seconds a step's worker calls may stay unanswered before the workers count as lost (longer than
-#: Ray takes to name a lost node dead with the simulated pair's health check, about 18 s)
-COLLECT_TIMEOUT_S = 30.0
+#: Ray takes to name a lost node dead with the simulated pair's health check, about 36 s)
+COLLECT_TIMEOUT_S = 60.0
 #: an idle engine pings its workers this often (seconds)
 HEARTBEAT_S = 1.0
 #: env var prefixes vLLM copies from the driver to its Ray workers (vllm/ray/ray_env.py)
