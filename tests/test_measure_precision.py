@@ -106,16 +106,24 @@ def test_a_request_without_gaps_says_why() -> None:
 
 @pytest.mark.sim
 def test_precision_target_met_at_once_adds_no_run(sim_factory) -> None:
-    # No per-request noise, requests of 128 tokens at 400 tok/s (320 ms), and a target of 50 %:
-    # three runs miss it only when one of them reads at half or twice the others' rate, which the
-    # scheduling delays of a loaded 2-core machine do not reach (15 % did: a late first read).
+    # No per-request noise, requests of 128 tokens at 400 tok/s (320 ms), and a target of 50 %: three
+    # runs miss it only when one of them reads at half or twice the others' rate. A loaded 2-core
+    # machine can still do that (a client figure read bunched over just half the engine's span is
+    # twice the engine's), so the rule is checked on the runs as they fell: met by the first three,
+    # no run is added; missed, runs are added until it is met.
     sim = sim_factory(model=MODEL, args=BARE, env={"VLLM_SIM_RATE": "400"}, port=port_in_range())
     rc, doc, err = measure(sim.base_url, "--runs", "3", "--output-tokens", "128", "--concurrency", "none",
                            "--target-precision", "50")
     assert rc == 0, err
     p = doc["single"]["precision"]
-    rates = [r["decode_tok_s"] for r in doc["single"]["runs"]]
-    assert p["reached"] is True and p["runs_used"] == 3 == len(rates) and p["achieved_pct"] <= 50
+    every = [r["decode_tok_s"] for r in doc["single"]["runs"]]
+    rates = [x for x in every if x is not None]
+    assert p["reached"] is True and p["runs_used"] == len(every) and p["achieved_pct"] <= 50
+    # the first three figures that met the target end the measurement there; a run was added only
+    # after a prefix that missed it
+    base = next(k for k in range(1, len(every) + 1) if sum(x is not None for x in every[:k]) >= 3)
+    for k in range(base, len(every)):
+        assert M.median_precision_pct([x for x in every[:k] if x is not None]) > 50, (k, every)
     assert p["achieved_pct"] == pytest.approx(M.median_precision_pct(rates), abs=1e-3)
     assert p["max_runs"] == 12 and doc["settings"]["max_runs"] == 12  # default 4 × --runs
     assert "single precision: reached" in err
