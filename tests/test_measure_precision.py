@@ -50,25 +50,31 @@ def measure(base_url: str, *args: str) -> tuple[int, dict | None, str]:
 def test_every_request_keeps_its_per_token_gaps(sim_factory) -> None:
     """MTP (2-3 tokens a chunk): k gaps of g/k per chunk; the gaps of a request add up to the
     time from its first to its last chunk, which is what its decode rate divides by."""
-    sim = sim_factory(model=MODEL, args=MTP2, env=FAST, port=port_in_range())
+    # 300 tok/s: 48 tokens over about 150 ms, so the client's reads can time them; a request that a
+    # loaded machine still read in one burst has no gaps and says why (at 3000 tok/s c14 had one)
+    sim = sim_factory(model=MODEL, args=MTP2, env={"VLLM_SIM_RATE": "300"}, port=port_in_range())
     rc, doc, err = measure(sim.base_url, "--runs", "2", "--output-tokens", "48", "--concurrency", "2")
     assert rc == 0, err
     assert doc["client"]["script_version"] == M.SCRIPT_VERSION
     assert tuple(int(x) for x in M.SCRIPT_VERSION.split(".")[:2]) >= (1, 2)  # itl_ms and precision came with 1.2
     records = doc["single"]["runs"] + doc["parallel"][0]["per_stream"]
     assert len(records) == 4
-    for r in records:
+    timed = [r for r in records if r["itl_ms"] is not None]
+    assert len(timed) >= 2, records
+    assert all(r.get("itl_reason") for r in records if r["itl_ms"] is None), records
+    for r in timed:
         gaps = r["itl_ms"]
         assert r["valid"] and isinstance(gaps, list) and "itl_reason" not in r
         # one gap per token after the first chunk (usage counts from the simulator)
         assert len(gaps) == r["completion_tokens"] - r["first_chunk_tokens"]
         assert all(g >= 0 and round(g, 3) == g for g in gaps)
-        decode_s = len(gaps) / r["decode_tok_s"]
-        assert sum(gaps) / 1000.0 == pytest.approx(decode_s, rel=1e-3, abs=len(gaps) * 5e-7)
+        if r.get("decode_source") != "server_metrics":  # the engine's figure stands in for reads that timed too little
+            decode_s = len(gaps) / r["decode_tok_s"]
+            assert sum(gaps) / 1000.0 == pytest.approx(decode_s, rel=1e-3, abs=len(gaps) * 5e-7)
         # MTP chunks carry several tokens: their gap is split evenly, so equal neighbours appear
         assert any(a == b for a, b in zip(gaps, gaps[1:])), gaps
     # The phase's ITL percentiles are the percentiles of these per-request gaps pooled.
-    pooled = [g for s in doc["parallel"][0]["per_stream"] for g in s["itl_ms"]]
+    pooled = [g for s in doc["parallel"][0]["per_stream"] for g in s["itl_ms"] or []]
     assert doc["parallel"][0]["itl_s"]["p50"] * 1000 == pytest.approx(np.percentile(pooled, 50), abs=2e-3)
     assert doc["single"]["precision"] is None and doc["settings"]["target_precision_pct"] is None
 

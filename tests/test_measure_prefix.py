@@ -103,7 +103,9 @@ def test_prefix_and_multi_turn_with_caching_on_and_off(sim_factory, tmp_path: Pa
     assert pre["cold_ttft_s"] == pre["per_request"][0]["ttft_s"]
     warm = [p["ttft_s"] for p in pre["per_request"][1:]]
     assert pre["ttft_s"]["p50"] == pytest.approx(statistics.median(warm))
-    assert pre["cold_ttft_s"] > 3 * pre["ttft_s"]["p50"]
+    # the cache's effect on the server's own timeline (the client's TTFTs add how late a loaded
+    # machine reads: c14 read warm requests at 185 ms against a 310 ms cold one)
+    assert server_ttft[0] > 3 * statistics.median(server_ttft[1:]), server_ttft
     assert pre["prefill_tok_s"] == pytest.approx(statistics.median(
         p["prompt_tokens"] / p["ttft_s"] for p in pre["per_request"][1:]))
     # multi-turn: history re-sent, context grows, round robin, the cache carries the history
