@@ -147,9 +147,12 @@ def test_prefix_and_multi_turn_with_caching_on_and_off(sim_factory, tmp_path: Pa
     pre = doc["prefix_cache"]
     assert pre["hit_rate"] is None and pre["query_tokens"] == 0 and "no prefix-cache queries" in pre["reason"]
     assert all(p["cached_tokens"] is None for p in pre["per_request"])
-    assert all(r["cached_tokens"] == 0 for r in sim_rows(off.base_url))
-    # every request prefills it all: no warm request near the 3x cut that caching gives
-    assert pre["ttft_s"]["p50"] > 0.5 * pre["cold_ttft_s"], (pre["ttft_s"], pre["cold_ttft_s"])
+    off_rows = sim_rows(off.base_url)
+    assert all(r["cached_tokens"] == 0 for r in off_rows)
+    # every request prefills it all: no warm request near the 3x cut that caching gives (the
+    # server's own timeline, as with caching on)
+    off_ttft = [r["first_token"] - r["arrival"] for r in off_rows[1:5]]
+    assert statistics.median(off_ttft[1:]) > 0.5 * off_ttft[0], off_ttft
     # a workload that cannot fit the server's context says so and sends nothing
     code, doc, err = measure(["--base-url", off.base_url, *BASE, "--prefix-tokens", "5000", "--turns", "30"],
                              tmp_path / "long.json")
