@@ -120,10 +120,9 @@ def _judge_membership(failures: _Failures, spec: Mapping[str, Any], matched: Map
 def _judge_count_only(failures: _Failures, spec: Mapping[str, Any], status: Mapping[str, Any], facts: Facts,
                       alive_count: int) -> None:
     """Without a probe: a head whose ``ray status`` answers no cluster status, or lists no active
-    node, is not running (ray_head_not_running, with what it said and its container's state) and no
-    worker joined it
-    (ray_worker_not_joined, each with its container's state); else fewer nodes than the cluster
-    has, the workers named (ray_worker_not_joined)."""
+    node, is not running (ray_head_not_running, with what it said and its container's state), and
+    no worker joined it (ray_worker_not_joined, each with its container's state); else the cluster
+    has fewer nodes than it should, the workers named (ray_worker_not_joined)."""
     spec_nodes = list(spec.get("nodes") or [])
     head = next((n for n in spec_nodes if n["role"] == "head"), None)
     workers = [n for n in spec_nodes if n["role"] == "worker"]
