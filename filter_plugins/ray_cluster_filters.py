@@ -81,8 +81,7 @@ def ray_status_parse(text: Any) -> dict:
         return cluster.parse_ray_status(text)
     status = cluster.parse_ray_status(text.get("stdout"))
     if status["format"] is None:
-        said = "\n".join(str(text.get(k) or "") for k in ("stdout", "stderr", "msg"))
-        status["answer"] = next((line.strip() for line in reversed(said.splitlines()) if line.strip()), None)
+        status["answer"] = cluster.last_line("\n".join(str(text.get(k) or "") for k in ("stdout", "stderr", "msg")))
     return status
 
 

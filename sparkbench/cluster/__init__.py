@@ -28,7 +28,7 @@ filters ``ray_cluster_spec``, ``ray_status_parse``, ``ray_cluster_check``,
 
 from .block import VLLM_WORKER_CLASS, cluster_block
 from .node_facts import link_summary, parse_ib_write_bw, parse_iperf3, parse_node_probe
-from .ray_status import parse_ray_status
+from .ray_status import last_line, parse_ray_status
 from .soundness import check, failure_message
 from .spec import (
     CONTAINER_SERVE_PORT,
@@ -52,6 +52,6 @@ __all__ = [
     "CONTAINER_SERVE_PORT", "EXPECTED_SPEED_MBPS", "GPUS_PER_NODE", "GPU_LESS_SHM_SIZE", "LINK_THRESHOLD_GBPS",
     "RAY_PORT", "RECIPE_SHM_SIZE", "VARIABLES", "VLLM_WORKER_CLASS",
     "check", "cluster_block", "cluster_spec", "failure_message", "gpus_per_node", "is_cluster_variant",
-    "link_summary", "parse_ib_write_bw", "parse_iperf3", "parse_node_probe", "parse_ray_status", "restart_plan",
+    "link_summary", "parse_ib_write_bw", "parse_iperf3", "parse_node_probe", "parse_ray_status", "last_line", "restart_plan",
     "with_addresses", "with_homes", "world_size",
 ]

@@ -101,6 +101,11 @@ def _listed(lines: Sequence[str]) -> list[str]:
     return [line.strip() for line in lines if not _none_line(line)]
 
 
+def last_line(text: Any) -> str | None:
+    """The last non-empty line of ``text``, stripped (what a command said last), or None."""
+    return next((line.strip() for line in reversed(str(text or "").splitlines()) if line.strip()), None)
+
+
 def parse_ray_status(text: Any) -> dict[str, Any]:
     """``ray status`` (or ``ray status -v``) output → figures.
 
@@ -136,5 +141,5 @@ def parse_ray_status(text: Any) -> dict[str, Any]:
         "pending_demands": _listed(sections.get("Pending Demands:", []) + sections.get("Demands:", [])),
         "resources": usage,
         "per_node": per_node,
-        "answer": None if fmt else next((line.strip() for line in reversed(lines) if line.strip()), None),
+        "answer": None if fmt else last_line(raw),
     }
