@@ -173,13 +173,25 @@ class SshUnits:
         return ["-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes",
                 "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-i", str(self.key)]
 
-    def stop(self) -> None:
+    def _stop_sshd(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             os.killpg(self._proc.pid, 15)
             try:
                 self._proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 os.killpg(self._proc.pid, 9)
+
+    def cut(self) -> None:
+        """Every unit stops answering, as a unit that lost its network or power does: the sshd stops
+        listening and every session of the units' users ends, the connections Ansible keeps open
+        (ControlPersist) with them. Containers the units started keep running (Docker's, not the
+        users'). ``serve()`` lets them answer again."""
+        self._stop_sshd()
+        for unit in self.units.values():
+            subprocess.run(["pkill", "-KILL", "-u", unit.user], capture_output=True, timeout=30)
+
+    def stop(self) -> None:
+        self._stop_sshd()
         for unit in list(self.units.values()):
             self._remove_user(unit.user)
             shutil.rmtree(self.work_dir(unit.host), ignore_errors=True)

@@ -110,7 +110,9 @@ def test_a_failed_deploy_record_says_what_is_left():
     assert "sparkbench-resident-v0 (v0, run R0) started again on port 8080" in left
     rec = record.record(dep, "failed", "2026-12-01T00:00:00Z", failure={"stage": "canary", "reason": "slow"}, left=left)
     assert rec["failure"]["remedy"] == record.REMEDY["canary"] and rec["previous"]["name"] == "sparkbench-resident-v0"
-    assert "stopped answering" in record.left_behind(dep, "unreachable", False, True)
+    lost = record.left_behind(dep, "unreachable", False, True)
+    assert "stopped answering" in lost and "previous resident sparkbench-resident-v0 was not stopped" in lost, lost
+    assert "sparkbench-resident-v0 stopped" in record.left_behind(dep, "unreachable", True, True)
 
 
 def deployed_record(tmp_path, variant="v1", port=9100, when="2026-12-01T00:00:00Z", **extra) -> dict:

@@ -93,9 +93,13 @@ def left_behind(dep: Mapping[str, Any], stage: str, stopped_previous: bool, unre
     prev = dep.get("previous")
     names = dep.get("names") or {}
     if unreachable:
-        return (f"the unit stopped answering: {names.get('candidate')} may be left there"
-                + (f" and the previous resident {prev['name']} stopped" if prev and stopped_previous else "")
-                + "; the unit's deployment record is unchanged")
+        if prev:
+            previous = (f" and the previous resident {prev['name']} stopped" if stopped_previous
+                        else f"; the previous resident {prev['name']} was not stopped")
+        else:
+            previous = ""
+        return (f"the unit stopped answering: {names.get('candidate')} may be left there{previous}"
+                "; the unit's deployment record is unchanged")
     if prev:
         how = "started again" if stopped_previous else "kept serving"
         return (f"the candidate was removed; the previous resident {prev['name']} ({prev.get('variant')}, run "
