@@ -84,9 +84,14 @@ def unit_python_has_requests() -> None:
     lock another test's provisioning holds."""
     if subprocess.run(["/usr/bin/python3", "-c", "import requests"], capture_output=True).returncode == 0:
         return
-    out = subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", "python3-requests"],
-                         capture_output=True, text=True, timeout=600, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    assert out.returncode == 0, f"apt-get install python3-requests failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+    for attempt in range(3):  # the package lists' lock is not covered by the dpkg lock's timeout
+        out = subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", "python3-requests"],
+                             capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        if out.returncode == 0:
+            return
+        time.sleep(10)
+    pytest.fail(f"apt-get install python3-requests failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
 
 
 @pytest.fixture(scope="module")
