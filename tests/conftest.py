@@ -299,10 +299,12 @@ LONG_FIRST = (
     "test_playbook_failures",
     "test_reliability_faults",
     "test_playbook_bench",
+    "test_serve_sim",           # serve.yml on a simulated unit (4-5 min)
     "test_unit_paths",
     "test_playbook_serving",
     "test_runner_sim",
     "test_reliability_secrets",
+    "test_serve_ssh",
 )
 
 
