@@ -159,11 +159,17 @@ def test_noisy_server_gets_more_runs_until_the_median_is_known(sim_factory) -> N
         assert M.median_precision_pct([x for x in every[:k] if x is not None]) > 2, (k, every)
     assert p["reached"] or len(every) == 60
     assert err.count("single precision: median known to ±") == len(every) - base
-    if len(rates) > 6:  # an independent bootstrap (numpy, another seed) agrees on the half-width
+    if len(rates) > 6:
+        # An independent bootstrap (numpy, another seed, 100,000 resamples) brackets measure's: its
+        # 2,000 resamples put q2.5 between the reference's q1 and q4 and q97.5 between q96 and q99
+        # (each over 4 standard errors away). A fixed relative tolerance would not hold: the medians
+        # of a few requests take a few values, and a q2.5 near a step of them moves by a whole step.
         rng = np.random.default_rng(1)
-        meds = np.median(rng.choice(rates, size=(4000, len(rates)), replace=True), axis=1)
-        lo, hi = np.percentile(meds, [2.5, 97.5])
-        assert 100 * (hi - lo) / 2 / np.median(rates) == pytest.approx(p["achieved_pct"], rel=0.35)
+        meds = np.median(rng.choice(rates, size=(100_000, len(rates)), replace=True), axis=1)
+        q1, q4, q96, q99 = np.percentile(meds, [1, 4, 96, 99])
+        mid = np.median(rates)
+        narrowest, widest = 100 * (q96 - q4) / 2 / mid, 100 * (q99 - q1) / 2 / mid
+        assert narrowest - 1e-9 <= p["achieved_pct"] <= widest + 1e-9, (p["achieved_pct"], narrowest, widest, rates)
     spread = (max(rates) - min(rates)) / statistics.median(rates)
     # an early stop means the first draws happened to lie close together: judge the knob's
     # spread only over enough requests (10 draws at 5 % span ~3 s.d. ≈ 15 %)

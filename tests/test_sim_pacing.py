@@ -70,6 +70,14 @@ def planned_rate(r: dict) -> float:
     return (r["completion_tokens"] - 1) / r["paced_decode_s"]
 
 
+def delivered_rate(r: dict) -> float:
+    """(completion_tokens - 1) / (t_last - the first token's deadline): the decode rate delivered on
+    the engine's own schedule. Pacing is deadline based: a first token a loaded machine made late is
+    followed by steps that catch up, so t_last - t_first can be shorter than planned, while this
+    span never is; it is never above ``planned_rate``."""
+    return (r["completion_tokens"] - 1) / (r["last_token"] - r["first_token_planned"])
+
+
 @pytest.mark.sim
 def test_single_and_eight_streams_follow_the_model(sim_factory):
     # Spans of 1-2 s, so one late wake-up of the engine thread on a loaded machine stays under 1 %.
@@ -77,7 +85,7 @@ def test_single_and_eight_streams_follow_the_model(sim_factory):
     info = get(sim, "/sim/info")["pacing"]
     assert abs(info["predicted_bare_tok_s"] - 50) < 1e-6
     single_rows = [r for _ in range(3) for r in run(sim, 1, 60)]
-    single = [decode_rate(r) for r in single_rows]
+    single = [delivered_rate(r) for r in single_rows]
     # The engine plans each run at the model's rate (the growing context takes under 0.1 %); it
     # delivers within 2 % on a quiet machine (BENCHMARKS.md table 1) and never early; how late a
     # loaded machine makes it is the machine's.
@@ -92,7 +100,7 @@ def test_single_and_eight_streams_follow_the_model(sim_factory):
     # (at most 2 % over), and on a loaded machine its eight SSE writers make it late by what the load
     # takes (0.89-0.95 seen beside the suite), so below only a gross bound; how close it keeps on a
     # quiet machine is BENCHMARKS.md's table 1.
-    ratios = [decode_rate(r) / expected_rate_as_batched(r, rows, pm.expected_rate) for r in rows]
+    ratios = [delivered_rate(r) / expected_rate_as_batched(r, rows, pm.expected_rate) for r in rows]
     assert 0.8 < statistics.median(ratios) < 1.02, (ratios, per_stream, info["predicted_tok_s_8"])
     # batching: per-stream slower than single (more experts read), combined much faster
     combined = sum(r["completion_tokens"] for r in rows) / (max(r["last_token"] for r in rows) - min(r["arrival"] for r in rows))
@@ -121,7 +129,7 @@ def test_halving_bandwidth_halves_the_bare_rate(sim_factory):
     assert abs(planned - p_half / p_full) < 1e-3, (planned, p_half / p_full)
     assert 0.49 < planned < 0.53, planned      # the 64 x 90 us launch cost does not scale with bandwidth
     for r in rows_full + rows_half:
-        assert 0.7 < decode_rate(r) / planned_rate(r) < 1.02, r
+        assert 0.7 < delivered_rate(r) / planned_rate(r) <= 1 + 1e-9, r
 
 
 @pytest.mark.sim
@@ -184,7 +192,7 @@ def test_request_noise_knob_draws_one_seeded_factor_per_request(sim_factory):
     planned = [(r["completion_tokens"] - 1) / r["paced_decode_s"] * r["noise_factor"] for r in rows]
     assert max(planned) / min(planned) == pytest.approx(1.0, abs=1e-9), planned
     # and the wall clock is paced by that plan (loose: late wake-ups only lengthen a span)
-    ratio = statistics.median((r["last_token"] - r["first_token"]) / r["paced_decode_s"] for r in rows)
+    ratio = statistics.median((r["last_token"] - r["first_token_planned"]) / r["paced_decode_s"] for r in rows)
     assert 0.8 < ratio < 3, ratio
     assert max(r["noise_factor"] for r in rows) / min(r["noise_factor"] for r in rows) > 1.04
     plain = sim_factory(args=ARGS, env={"VLLM_SIM_JITTER": "0", "VLLM_SIM_SPEEDUP": "4"})

@@ -47,6 +47,10 @@ class Request:
     #: seconds the engine planned for the decode steps this request ran in (jitter and noise
     #: included, late wake-ups not): the timeline the pacing model asked for
     paced_decode_s: float = 0.0
+    #: when the step that emitted the first token was planned to end (its deadline; a late wake-up
+    #: makes ``first_token`` later): the decode steps' deadlines follow from it, so ``last_token``
+    #: is never before ``first_token_planned + paced_decode_s``
+    first_token_planned: float | None = None
     #: chained keys of the prompt's full blocks (prefix_cache.PrefixCache.hashes; empty: caching off)
     block_hashes: list = field(default_factory=list)
     #: prompt tokens found in the prefix cache when the request was scheduled (not prefilled)
@@ -68,7 +72,7 @@ class Request:
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced,
                 "reasoning_tokens": self.reasoning_tokens, "steps": self.steps,
                 "finish_reason": self.finish_reason, "noise_factor": self.noise_factor,
-                "paced_decode_s": self.paced_decode_s,
+                "paced_decode_s": self.paced_decode_s, "first_token_planned": self.first_token_planned,
                 "cached_tokens": self.cached_tokens}
 
 
@@ -214,9 +218,10 @@ class Engine(threading.Thread):
             if calls is not None:
                 self.workers.collect(calls)
             t = time.time()
-            self._emit(decode, chunks, k, t)
+            self._emit(decode, chunks, k, t, target)
 
-    def _emit(self, decode: list[Request], chunks: list[tuple[Request, int]], k: int, t: float) -> None:
+    def _emit(self, decode: list[Request], chunks: list[tuple[Request, int]], k: int, t: float,
+              planned: float) -> None:
         m = self.metrics
         step_tokens = 0
         for r in decode:
@@ -237,7 +242,7 @@ class Engine(threading.Thread):
                 m.prompt_computed(r.prompt_tokens, r.cached_tokens)
                 self.total_prompt += r.prompt_tokens
                 m.observe("vllm:time_to_first_token_seconds", t - r.arrival)
-                r.first_token = t
+                r.first_token, r.first_token_planned = t, planned
                 self._tokens(r, 1, t)
                 step_tokens += 1
         m.observe("vllm:iteration_tokens_total", step_tokens)
