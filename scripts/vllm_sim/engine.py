@@ -47,6 +47,9 @@ class Request:
     #: seconds the engine planned for the decode steps this request ran in (jitter and noise
     #: included, late wake-ups not): the timeline the pacing model asked for
     paced_decode_s: float = 0.0
+    #: seconds the engine planned for the steps that prefilled this request's prompt (the prefix
+    #: cache's hits are not prefilled): the prefill the pacing model asked for
+    paced_prefill_s: float = 0.0
     #: when the step that emitted the first token was planned to end (its deadline; a late wake-up
     #: makes ``first_token`` later): the decode steps' deadlines follow from it, so ``last_token``
     #: is never before ``first_token_planned + paced_decode_s``
@@ -72,7 +75,8 @@ class Request:
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced,
                 "reasoning_tokens": self.reasoning_tokens, "steps": self.steps,
                 "finish_reason": self.finish_reason, "noise_factor": self.noise_factor,
-                "paced_decode_s": self.paced_decode_s, "first_token_planned": self.first_token_planned,
+                "paced_decode_s": self.paced_decode_s, "paced_prefill_s": self.paced_prefill_s,
+                "first_token_planned": self.first_token_planned,
                 "cached_tokens": self.cached_tokens}
 
 
@@ -210,6 +214,8 @@ class Engine(threading.Thread):
                 dur = self.unit.pace(traffic[0] + traffic[1], alone, dur, start)
             for r in decode:
                 r.paced_decode_s += dur
+            for r, _ in chunks:
+                r.paced_prefill_s += dur
             calls = self.workers.dispatch(self.steps, len(self.running)) if self.workers is not None else None
             now = time.time()
             target = now + dur if target is None or target < now - 1.0 else target + dur
