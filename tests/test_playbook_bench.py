@@ -176,7 +176,10 @@ def test_the_reference_variant_is_measured_again_at_the_end(bench, first_run):
         assert b["config_hash"] == main["config_hash"] and b["launch_command"] == main["launch_command"]
         assert b["parallel"] == [] and b["quality"] == [] and b["image"] is None and main["parallel"]
         assert b["single"]["valid_runs"] == 2 and b["single"]["decode_tok_s_median"] > 0
-        assert all(r["itl_ms"] for r in b["single"]["runs"] + main["single"]["runs"] if r["valid"])
+        # per-token gaps, or why not: a loaded machine can deliver a short answer in one read
+        valid = [r for r in b["single"]["runs"] + main["single"]["runs"] if r["valid"]]
+        assert all(r["itl_ms"] or r.get("itl_reason") for r in valid), valid
+        assert all(min(r["itl_ms"]) >= 0 for r in valid if r["itl_ms"]), valid
         # it ran last: after every other variant of the host had finished
         others = [json.loads(p.read_text()) for p in (run / host).glob("*.json") if not p.name.endswith(".bracket.json")]
         assert b["started_at"] >= max(d["finished_at"] for d in others if d.get("finished_at"))
