@@ -61,3 +61,23 @@ def containers(prefix: str) -> dict[str, dict]:
         return {}
     out = json.loads(subprocess.run(["docker", "inspect", *names], capture_output=True, text=True, check=True).stdout)
     return {c["Name"].lstrip("/"): c for c in out}
+
+
+def deployable_result(variant: dict, launch: dict, settings: dict, *, host: str, run: str, image_id: str,
+                      rates: list[float], median: float, simulated: bool, backend: str, hardware: str,
+                      startup: dict) -> dict:
+    """A complete result document of ``variant`` as bench.yml records it on ``host`` (the launch
+    from ``sparkbench.launch.launch_spec``, the settings from ``sparkbench.settings.normalize``):
+    what serve.yml deploys from. ``hardware``: a profile name under profiles/hardware."""
+    from sparkbench.launch import config_hash
+
+    return {"schema_version": "1", "status": "complete", "simulated": simulated, "host": host, "variant": variant,
+            "finished_at": f"2026-12-01T00:00:0{run[-1]}Z",
+            "launch": {k: launch[k] for k in ("argv", "command", "env", "secret_env")},
+            "launch_command": launch["command"], "config_hash": config_hash(launch, settings),
+            "manifest": {"image": variant["image"], "image_id": image_id, "image_digest": None,
+                         "model": variant["model"], "model_revision": None, "settings": settings,
+                         "simulated": simulated, "backend": backend},
+            "single": {"decode_tok_s_median": median, "runs": [{"decode_tok_s": r, "valid": True} for r in rates]},
+            "server_startup": startup,
+            "profile": {"hardware": json.loads((REPO / f"profiles/hardware/{hardware}.json").read_text())}}

@@ -31,10 +31,10 @@ import pytest
 import yaml
 
 from sparkbench import settings as settings_mod
-from sparkbench.launch import config_hash, launch_spec
+from sparkbench.launch import launch_spec
 
 from conftest import docker_available
-from helpers import REPO, ansible_env, containers, playbook_cmd
+from helpers import REPO, ansible_env, containers, deployable_result, playbook_cmd
 
 IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 HOST = "srv-cpu01"
@@ -59,15 +59,9 @@ def source_document(image_id: str, run: str, args: dict, name: str = VARIANT, kv
                                        "concurrency": [], "context": [0], "quality": False, "image": False,
                                        "telemetry": "off", "request_timeout_s": 120.0, "stall_timeout_s": 60.0})
     rates = [200.0, 205.0, 198.0, 202.0, 201.0]
-    return {"schema_version": "1", "status": "complete", "simulated": False, "host": HOST, "variant": variant,
-            "finished_at": f"2026-12-01T00:00:0{run[-1]}Z",
-            "launch": {k: launch[k] for k in ("argv", "command", "env", "secret_env")},
-            "launch_command": launch["command"], "config_hash": config_hash(launch, settings),
-            "manifest": {"image": IMAGE, "image_id": image_id, "image_digest": None, "model": variant["model"],
-                         "model_revision": None, "settings": settings, "simulated": False, "backend": "vllm-cpu"},
-            "single": {"decode_tok_s_median": 201.0, "runs": [{"decode_tok_s": r, "valid": True} for r in rates]},
-            "server_startup": {"time_to_ready_s": 60.0, "model_memory_gib": 0.01},
-            "profile": {"hardware": json.loads((REPO / "profiles/hardware/x86-cpu.json").read_text())}}
+    return deployable_result(variant, launch, settings, host=HOST, run=run, image_id=image_id, rates=rates,
+                             median=201.0, simulated=False, backend="vllm-cpu", hardware="x86-cpu",
+                             startup={"time_to_ready_s": 60.0, "model_memory_gib": 0.01})
 
 
 @pytest.fixture(scope="module")

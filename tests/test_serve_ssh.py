@@ -33,10 +33,10 @@ import pytest
 import yaml
 
 from sparkbench import settings as settings_mod
-from sparkbench.launch import config_hash, launch_spec
+from sparkbench.launch import launch_spec
 
 from conftest import image_present
-from helpers import REPO, ansible_env, containers, playbook_cmd
+from helpers import REPO, ansible_env, containers, deployable_result, playbook_cmd
 from ssh_units import SshUnits, Unit, skip_reason, worker_index
 
 IMAGE = "sparkbench/vllm-sim:latest"
@@ -67,15 +67,9 @@ def source_document(image_id: str, run: str) -> dict:
                                        "concurrency": [], "context": [0], "quality": False, "image": False,
                                        "telemetry": "off", "request_timeout_s": 60.0, "stall_timeout_s": 30.0})
     rates = [1500.0, 1490.0, 1510.0, 1505.0, 1495.0]
-    return {"schema_version": "1", "status": "complete", "simulated": True, "host": HOST, "variant": variant,
-            "finished_at": f"2026-12-01T00:00:0{run[-1]}Z",
-            "launch": {k: launch[k] for k in ("argv", "command", "env", "secret_env")},
-            "launch_command": launch["command"], "config_hash": config_hash(launch, settings),
-            "manifest": {"image": IMAGE, "image_id": image_id, "image_digest": None, "model": MODEL,
-                         "model_revision": None, "settings": settings, "simulated": True, "backend": "simulator"},
-            "single": {"decode_tok_s_median": 1500.0, "runs": [{"decode_tok_s": r, "valid": True} for r in rates]},
-            "server_startup": {"time_to_ready_s": 1.0},
-            "profile": {"hardware": json.loads((REPO / "profiles/hardware/dgx-spark.json").read_text())}}
+    return deployable_result(variant, launch, settings, host=HOST, run=run, image_id=image_id, rates=rates,
+                             median=1500.0, simulated=True, backend="simulator", hardware="dgx-spark",
+                             startup={"time_to_ready_s": 1.0})
 
 
 def unit_python_has_requests() -> None:
