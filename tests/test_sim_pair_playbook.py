@@ -54,11 +54,12 @@ pytestmark = pytest.mark.skipif(not docker_ok() or not shutil.which("flock"),
 pytestmark = [pytestmark, pytest.mark.ansible]
 
 # Short runs: the figures' size matters here, not their precision (the demo runs the defaults);
-# a 1 s simulated load and a 1 s link test.
+# a 1 s simulated load and a 1 s link test, and no memory-bandwidth probe (tests/test_playbook_bench.py
+# runs it; here it would add three module runs and a container before and after each host's variants).
 # The join deadline is a wait, not a speed check: Ray nodes start slower on a loaded machine (a
 # head took over 180 s beside the suite with one core taken by a CPU-burning process).
 FAST = {"llm_bench_output_tokens": 64, "llm_bench_runs": 5, "ray_cluster_iperf3_seconds": 1,
-        "ray_cluster_join_timeout_s": 600,
+        "ray_cluster_join_timeout_s": 600, "bench_bandwidth_probe": False,
         "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "1", "VLLM_SIM_PG_TIMEOUT_S": "60"}}
 
 
