@@ -123,10 +123,12 @@ def test_hits_cut_prefill_counters_usage_and_log(sim_factory) -> None:
     assert "prompt_tokens_details" not in ua and uc["prompt_tokens_details"] is None
     assert ub["prompt_tokens_details"] == {"cached_tokens": rb["cached_tokens"]}
     assert ud["prompt_tokens_details"] == {"cached_tokens": rd["cached_tokens"]}
-    # prefill only on the uncached part: TTFT from the simulator's own timeline
-    ttft = [r["first_token"] - r["arrival"] for r in (ra, rb, rc, rd)]
-    # (each cached request against the cold one before it: a ratio, so a loaded machine moves both)
-    assert ttft[1] < 0.25 * ttft[0] and ttft[3] < 0.25 * ttft[2], ttft
+    # prefill only on the uncached part, on the prefill the engine planned (its timeline adds how
+    # late a loaded machine runs it: c21's server put one of two equal cold prefills 0.23 s late);
+    # each cached request against the cold one before it. The timeline is never early.
+    planned = [r["paced_prefill_s"] for r in (ra, rb, rc, rd)]
+    assert planned[1] < 0.25 * planned[0] and planned[3] < 0.25 * planned[2], planned
+    assert all(r["first_token"] - r["arrival"] >= r["paced_prefill_s"] - 0.005 for r in (ra, rb, rc, rd))
     m = counters(s.base_url)
     prompts = sum(r["prompt_tokens"] for r in (ra, rb, rc, rd))
     hits = sum(r["cached_tokens"] for r in (ra, rb, rc, rd))
@@ -151,8 +153,11 @@ def test_caching_off_counts_nothing_and_prefills_everything(sim_factory) -> None
     r1, r2 = rows(s.base_url)
     assert r1["cached_tokens"] == r2["cached_tokens"] == 0
     assert "prompt_tokens_details" not in u1 and "prompt_tokens_details" not in u2
-    t1, t2 = (r["first_token"] - r["arrival"] for r in (r1, r2))
-    assert abs(t1 - t2) < 0.1 * t1
+    # the same prompt prefilled in full twice: the same planned prefill (1 % step jitter), and
+    # neither first token early
+    p1, p2 = (r["paced_prefill_s"] for r in (r1, r2))
+    assert p1 > 0 and abs(p1 - p2) < 0.1 * p1, (p1, p2)
+    assert all(r["first_token"] - r["arrival"] >= r["paced_prefill_s"] - 0.005 for r in (r1, r2))
     m = counters(s.base_url)
     assert m["vllm:prefix_cache_queries_total"] == 0 and m["vllm:prefix_cache_hits_total"] == 0
     assert m["enable_prefix_caching"] is False
