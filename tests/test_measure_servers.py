@@ -187,8 +187,9 @@ def vllm_pieces(tokens: int, ttft: float = 0.03, step: float = 0.004, burst: boo
 
 @pytest.mark.sim
 def test_burst_run_is_re_run_and_every_attempt_is_kept(fake_server, tmp_path: Path) -> None:
-    """Run 1 arrives in one read (no decode figure): a 4th run is made so 3 are valid."""
-    srv = fake_server(OPENAI_GETS, lambda i, body: vllm_pieces(24, burst=(i == 0)))
+    """Run 1 arrives in one read (no decode figure): a 4th run is made so 3 are valid. The others
+    stream a token every 20 ms (0.5 s a run), so that a loaded machine does not read one in one read."""
+    srv = fake_server(OPENAI_GETS, lambda i, body: vllm_pieces(24, step=0.02, burst=(i == 0)))
     rc, doc, stderr = measure(["--base-url", srv.url, "--runs", "3", "--warmup", "0", "--concurrency", "none",
                                "--output-tokens", "24"], tmp_path / "r.json")
     assert rc == 0, stderr
@@ -222,21 +223,26 @@ def test_every_run_a_burst_stops_at_twice_the_runs_with_a_reason(fake_server, tm
 
 @pytest.mark.sim
 def test_every_request_of_a_wave_gets_a_figure_or_a_reason(fake_server, tmp_path: Path) -> None:
-    """Request 2 of a wave of 4 arrives in one read: 3 figures, 1 reason, ITL from the 3 with gaps."""
-    srv = fake_server(OPENAI_GETS, lambda i, body: vllm_pieces(24, burst=(i == 3)))  # 0: single, 1-4: wave
+    """One request of a wave of 4 arrives in one read: a reason for it, a figure for each of the others
+    (a token every 20 ms), ITL from the streams with gaps. A loaded machine can still read another
+    stream in one read (c22 read one of 92 ms so): that one then says so, and the counts follow."""
+    srv = fake_server(OPENAI_GETS, lambda i, body: vllm_pieces(24, step=0.02, burst=(i == 3)))  # 0: single, 1-4: wave
     rc, doc, stderr = measure(["--base-url", srv.url, "--runs", "1", "--warmup", "0", "--concurrency", "4",
                                "--output-tokens", "24"], tmp_path / "r.json")
     assert rc == 0, stderr
     p = doc["parallel"][0]
     assert len(p["per_stream"]) == 4 and [x["request"] for x in p["per_stream"]] == [0, 1, 2, 3]
-    assert p["per_stream_n"] == 3 and len(p["per_stream_decode_tok_s"]) == 3
     for x in p["per_stream"]:
         assert (x["decode_tok_s"] is not None) != ("decode_reason" in x)
-    bad = [x for x in p["per_stream"] if x["decode_tok_s"] is None]
-    assert len(bad) == 1 and "arrived in one read" in bad[0]["decode_reason"]
-    assert p["itl_streams"] == 3 and p["itl_s"]["p50"] is not None and "1 of 4 completed streams" in p["itl_reason"]
+        assert x["decode_tok_s"] is not None or "arrived in one read" in x["decode_reason"]
+    # the burst (the server's fourth request, whichever stream that is) never has a figure
+    n = sum(x["decode_tok_s"] is not None for x in p["per_stream"])
+    assert 1 <= n <= 3
+    assert p["per_stream_n"] == n and len(p["per_stream_decode_tok_s"]) == n
+    assert p["itl_streams"] == n and p["itl_s"]["p50"] is not None
+    assert f"{4 - n} of 4 completed streams" in p["itl_reason"]
     assert p["waves_observed"] == 1 and p["queued_requests"] == 0 and p["combined_tok_s"] > 0
-    assert "1 of 4 streams have no decode figure" in stderr
+    assert f"{4 - n} of 4 streams have no decode figure" in stderr
 
 
 @pytest.mark.sim
