@@ -2,8 +2,8 @@
 how they run: in order on one lane, except a step marked ``beside``, which starts as soon as the
 step before it on the main lane (step 1) has printed its table and runs beside the steps between;
 its lines are kept and printed when its turn comes. Estimates are what each step took on this
-machine size (2 cores, images built) with other work beside it (load average 2–7); a quiet
-machine is faster, a busier one slower (README, Quick start)."""
+machine size (2 cores, images built) with one core taken by another process (load average 2–4,
+rounded up); a quiet machine is 5–20 % faster, a busier one slower (README, Quick start)."""
 
 from __future__ import annotations
 
@@ -42,34 +42,34 @@ STEPS: tuple[Step, ...] = (
     Step("matrix", "the article's matrix on one simulated Spark (spark-sim01)",
          "2 builds × bare/mtp2/mtp3: single-stream tok/s (median and range), combined tok/s at 2/4/8 parallel, MTP "
          "acceptance per draft position, % of roofline, unsloth vs nvidia with a verdict per configuration",
-         seed.MATRIX_SHORTENED, 270, lambda out, ctx: seed.matrix(out, ctx.rid("matrix"), ctx.extra)),
+         seed.MATRIX_SHORTENED, 240, lambda out, ctx: seed.matrix(out, ctx.rid("matrix"), ctx.extra)),
     Step("quality", "quality and image checks of both builds (spark-sim01)",
          "the 4 Japanese quality questions (pass/fail, reasoning tokens spent) and the image question (answer "
          "right, speculative decoding still active with an image)",
-         seed.QUALITY_SHORTENED, 140, lambda out, ctx: seed.quality(out, ctx.rid("quality"))),
+         seed.QUALITY_SHORTENED, 120, lambda out, ctx: seed.quality(out, ctx.rid("quality"))),
     Step("fleet", "the fleet: health and the fleet comparison (spark-sim01..03 at once)",
          "playbooks/health.yml's verdict per unit (spark-sim03 is slow on purpose: older driver, ~8 % slower) and "
          "the report's fleet comparison of the same run (each host against its peers, with a verdict)",
          "the fleet compares the reference variant nvidia-bare (the health canary: 5 single-stream requests per "
-         "unit), not the whole matrix", 130, lambda out, ctx: fleet.fleet(out, ctx.rid("fleet"))),
+         "unit), not the whole matrix", 75, lambda out, ctx: fleet.fleet(out, ctx.rid("fleet"))),
     Step("bridge", "the version bridge: emulated vLLM 0.24.0 → 0.25.0 (spark-sim01)",
          "nvidia-bare re-measured on v0.24.0 against step 1's on v0.25.0, and the verdict against the article's "
          "2.5 % bridge tolerance",
          "one reference variant, single stream (5 requests), as the article bridged with one model; no bandwidth "
          "probe (step 1 probed the unit)",
-         90, lambda out, ctx: fleet.bridge(out, ctx.rid("bridge-v0.24.0"), ctx.rid("matrix"))),
+         45, lambda out, ctx: fleet.bridge(out, ctx.rid("bridge-v0.24.0"), ctx.rid("matrix"))),
     Step("pair", "two simulated Sparks over a real two-node Ray cluster (spark-sim11 + spark-sim12)",
          "gpt-oss-120b on each unit alone, then across both (TP=2 and PP=2, --distributed-executor-backend ray): "
          "the cluster rows beside the single-unit rows, with the cluster-vs-one-unit verdicts",
          "the measurement as inventory/group_vars/sim_pair sets it (128 tokens, single stream and 8 parallel); "
-         "nodes may take 90 s to join the Ray head instead of 30 (a loaded 2-core machine)", 300,
+         "nodes may take 90 s to join the Ray head instead of 30 (a loaded 2-core machine)", 210,
          lambda out, ctx: units.pair(out, ctx.rid("pair")), needs=("ray-image",), beside=True),
     Step("real", "the same pipeline on REAL vLLM 0.32.0 (its CPU build) on this machine (cpu-real01)",
          "a tiny model served by real vLLM, bf16 against fp32: measured, not simulated, no Spark roofline; the "
          "report's comparison of the two configurations",
          "two configurations of the real_cpu matrix (bf16, fp32), each started with --enforce-eager (no "
          "torch.compile at start: 60–90 s less per server; make test and BENCHMARKS.md's compile-cache table "
-         "cover the compiled start)", 180, lambda out, ctx: units.real(out, ctx.rid("real-cpu")), needs=("vllm-cpu-image",)),
+         "cover the compiled start)", 120, lambda out, ctx: units.real(out, ctx.rid("real-cpu")), needs=("vllm-cpu-image",)),
 )
 
 
@@ -123,7 +123,7 @@ def plan_lines(steps: list[Step], serial: bool) -> list[str]:
         if _runs_beside(s, steps, serial):
             note += " (runs beside the steps before it)"
         lines.append(f"  step {number(s)}  {s.title:<86} {minutes(s.estimate_s)}{note}")
-    return lines + [f"  in all {minutes(total_s(steps, serial))} here (2 cores, other work beside it; images built "
+    return lines + [f"  in all {minutes(total_s(steps, serial))} here (2 cores, one taken by other work; images built "
                     f"unless said above); every figure is SIMULATED except step {len(STEPS)}'s"]
 
 
