@@ -208,3 +208,21 @@ def test_request_noise_knob_rejects_a_negative_value():
     with pytest.raises(KnobError, match="VLLM_SIM_REQUEST_NOISE"):
         Knobs.from_env({"VLLM_SIM_REQUEST_NOISE": "-0.1"})
     assert Knobs.from_env({"VLLM_SIM_REQUEST_NOISE": "0.02"}).request_noise == 0.02
+
+
+@pytest.mark.unit
+def test_a_step_that_takes_in_a_new_request_starts_no_earlier_than_its_arrival():
+    """The engine's plan (``vllm_sim.engine.planned_start``): a step starts at the previous step's
+    deadline while the engine keeps pace (a late wake-up is caught up), from now after an idle
+    period or when over 1 s behind, and never before the arrival of a request it takes in: a
+    request that arrived while a late wake-up kept the engine from stepping has its first token
+    planned at its arrival plus its prefill, never earlier."""
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    from vllm_sim.engine import planned_start
+
+    assert planned_start(None, 100.0, None) == 100.0     # idle: from now
+    assert planned_start(98.5, 100.0, None) == 100.0     # over 1 s behind: from now
+    assert planned_start(99.8, 100.0, None) == 99.8      # a late wake-up: the deadline, caught up
+    assert planned_start(99.8, 100.0, 99.9) == 99.9      # but not before a new request's arrival
+    assert planned_start(100.2, 100.0, 99.9) == 100.2    # the deadline when it is after the arrival
+    assert planned_start(None, 100.0, 99.9) == 100.0     # idle: now is after any arrival

@@ -3,7 +3,8 @@
 Pacing is deadline based: step ``i`` ends at ``target_i = target_{i-1} + T_i`` (T from
 :mod:`pacing`, times jitter), not ``now + T_i``, so a loaded machine does not drift; after an
 idle period the clock restarts from now. Each decode step advances every running request by
-``1 + accepted`` tokens (MTP) and emits one chunk event carrying those tokens; the step that
+``1 + accepted`` tokens (MTP) and emits one chunk event carrying those tokens; a step that takes in
+a new request starts no earlier than its arrival (:func:`planned_start`). The step that
 finishes a request's prefill emits its first token (one token, as vLLM). Timestamps are read
 with ``time.time()`` when the step really ended. With ``VLLM_SIM_UNIT_DIR`` each step is stretched
 by the unit's shared memory bus (:mod:`unit_traffic`).
@@ -19,6 +20,17 @@ import time
 from dataclasses import dataclass, field
 
 from .answers import Plan
+
+
+def planned_start(target: float | None, now: float, joined: float | None) -> float:
+    """When a step is planned to start: the previous step's deadline ``target`` while the engine
+    keeps pace (``now`` after an idle period or when over 1 s behind), and never before the arrival
+    of a request that joins with this step (``joined``, the latest such arrival): a request that
+    arrived after the previous deadline, while a late wake-up kept the engine from stepping, starts
+    its prefill when it arrived, so its first token is never earlier than its arrival plus the
+    planned prefill."""
+    start = now if target is None or target < now - 1.0 else target
+    return start if joined is None else max(start, joined)
 
 
 @dataclass
@@ -164,7 +176,7 @@ class Engine(threading.Thread):
                         self.cond.wait()
                     elif not self.cond.wait(timeout=self.workers.heartbeat_s):
                         self.workers.heartbeat()  # idle: a lost worker still kills the engine
-                started = 0
+                started, joined = 0, None
                 while self.waiting and len(self.running) < self.max_num_seqs:
                     r = self.waiting.popleft()
                     if r.aborted:
@@ -173,6 +185,7 @@ class Engine(threading.Thread):
                     self._prefix_lookup(r)
                     self.running.append(r)
                     started += 1
+                    joined = r.arrival if joined is None else max(joined, r.arrival)
                 for r in [r for r in self.running if r.aborted]:
                     self.running.remove(r)
                     self._finish(r, "abort", time.time())
@@ -209,16 +222,14 @@ class Engine(threading.Thread):
                 # (single stream: that request's own factor)
                 dur *= sum(r.noise_factor for r in decode) / len(decode)
             if self.unit is not None:  # the unit's bus is shared with its other engines
-                now = time.time()
-                start = now if target is None or target < now - 1.0 else target  # the step's planned start
-                dur = self.unit.pace(traffic[0] + traffic[1], alone, dur, start)
+                dur = self.unit.pace(traffic[0] + traffic[1], alone, dur, planned_start(target, time.time(), joined))
             for r in decode:
                 r.paced_decode_s += dur
             for r, _ in chunks:
                 r.paced_prefill_s += dur
             calls = self.workers.dispatch(self.steps, len(self.running)) if self.workers is not None else None
             now = time.time()
-            target = now + dur if target is None or target < now - 1.0 else target + dur
+            target = planned_start(target, now, joined) + dur
             if target > now:
                 time.sleep(target - now)
             if calls is not None:
