@@ -32,7 +32,10 @@ Peers
 History
     the unit's most recent earlier *healthy* canary with the same configuration hash (the
     history index, :mod:`sparkbench.history`); slow by history: compare_samples(that run's
-    requests, this run's) ``differs`` with pct < −max(mdd_pct, ``floor_pct``).
+    requests, this run's) ``differs`` with pct < −max(mdd↓, ``floor_pct``), where mdd↓ = 100 ×
+    (1 − 1/(1 + mdd_pct/100)) is the minimum detectable difference as a decrease: compare_samples
+    works on log rates, so a rise of mdd_pct and a fall of mdd↓ are the same distance (a noisy
+    earlier run, mdd_pct 79 %, still lets a fall of more than 44 % count as slow).
 
 Residents
     a unit with a resident (``playbooks/serve.yml``) measures its deployed service instead of the
@@ -40,7 +43,7 @@ Residents
     resident's name, variant, ``deployed_at``, the deployment canary's requests as ``samples``).
     The history rule then holds it to its deployment instead of its history: slow by deployment =
     compare_samples(the deployment canary's requests, this canary's) ``differs`` with pct <
-    −max(mdd_pct, ``floor_pct``). Peers still apply (units whose canary is the same variant).
+    −max(mdd↓, ``floor_pct``) (mdd↓ as under History). Peers still apply (units whose canary is the same variant).
 
 Causes (telemetry and manifests only, never ``VLLM_SIM_*`` or inventory variables)
     ``protocol.clock`` (clock under load below ``CLOCK_CAPPED_SHARE`` of its maximum, the
@@ -318,6 +321,13 @@ def _versus_peers(host: str, doc: Mapping[str, Any], fig: Mapping[str, Any], key
     return peers_fig, deviation < -threshold and cmp.get("kind") == "differs"
 
 
+def detectable_fall_pct(mdd_pct: float) -> float:
+    """The minimum detectable difference ``mdd_pct`` (a rise, as ``verdict.compare_samples``
+    reports it on log rates) as a fall [%]: 100 × (1 − 1/(1 + mdd_pct/100)); 5 → 4.76, 79 → 44.1.
+    A rise can be any size and a fall at most 100 %, so a fall is held to this, not to mdd_pct."""
+    return 100.0 * (1.0 - 1.0 / (1.0 + mdd_pct / 100.0)) if mdd_pct > 0 else 0.0
+
+
 def _versus_history(past: Mapping[str, Any] | None, doc: Mapping[str, Any], *, floor_pct: float, seed: int,
                     resamples: int) -> tuple[dict[str, Any] | None, bool]:
     """``(figures vs the unit's earlier healthy canary, slow by history)``; ``(None, False)`` without one."""
@@ -325,7 +335,7 @@ def _versus_history(past: Mapping[str, Any] | None, doc: Mapping[str, Any], *, f
         return None, False
     hcmp = verdict_mod.compare_samples(verdict_mod.samples(past, "single"), verdict_mod.samples(doc, "single"),
                                        seed=seed, resamples=resamples)
-    hthreshold = max(_num(hcmp.get("mdd_pct")) or 0.0, floor_pct)
+    hthreshold = max(detectable_fall_pct(_num(hcmp.get("mdd_pct")) or 0.0), floor_pct)
     slow = hcmp.get("kind") == "differs" and (_num(hcmp.get("pct")) or 0.0) < -hthreshold
     return ({"run_id": past.get("_run_id"), "decode_tok_s": _num(_dig(past, "single", "decode_tok_s_median")),
              "verdict": hcmp.get("kind"), "pct": hcmp.get("pct"), "lo": hcmp.get("lo"), "hi": hcmp.get("hi"),
@@ -338,7 +348,7 @@ def _versus_deployment(dep: Mapping[str, Any], doc: Mapping[str, Any], *, floor_
     deployment canary's requests (``dep["samples"]``) as the earlier run."""
     cmp = verdict_mod.compare_samples([float(x) for x in dep.get("samples") or []], verdict_mod.samples(doc, "single"),
                                       seed=seed, resamples=resamples)
-    threshold = max(_num(cmp.get("mdd_pct")) or 0.0, floor_pct)
+    threshold = max(detectable_fall_pct(_num(cmp.get("mdd_pct")) or 0.0), floor_pct)
     slow = cmp.get("kind") == "differs" and (_num(cmp.get("pct")) or 0.0) < -threshold
     return ({"deployed_at": dep.get("deployed_at"), "verdict": cmp.get("kind"), "pct": cmp.get("pct"),
              "lo": cmp.get("lo"), "hi": cmp.get("hi"), "mdd_pct": cmp.get("mdd_pct"), "threshold_pct": threshold,

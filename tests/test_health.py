@@ -190,6 +190,28 @@ def test_a_resident_unit_is_held_to_its_deployment_not_to_its_history():
 
 
 @pytest.mark.unit
+def test_a_fall_beyond_what_a_noisy_deployment_can_detect_is_slow():
+    """A deployment canary measured on a busy machine (two of five requests a third slower): the
+    comparison detects a rise of 79 % at least, which on its log scale is a fall of 44 %; a
+    resident that now serves at 41 % of that speed, its interval wholly below −30 %, is slow.
+    (The requests are the ones a loaded suite run recorded.)"""
+    dep = {"name": "sparkbench-resident-nvidia-bare", "variant": "nvidia-bare", "deployed_at": "2026-11-01T00:00:00Z",
+           "run": "R1", "port": 8080, "samples": [152.2, 145.8, 103.5, 103.0, 141.7]}
+    doc = canary("spark01", 62.0, seed=2)
+    for run, rate in zip(doc["single"]["runs"], (61.9, 62.8, 62.0, 62.6, 62.1)):
+        run["decode_tok_s"] = rate
+    u = health.judge([{"host": "spark01", "doc": doc, "deployment": dep}])["units"][0]
+    fig = u["figures"]["deployment"]
+    assert fig["verdict"] == "differs" and fig["mdd_pct"] > 70 and fig["hi"] < -30, fig
+    assert fig["threshold_pct"] == pytest.approx(health.detectable_fall_pct(fig["mdd_pct"]))
+    assert fig["pct"] < -fig["threshold_pct"] and u["verdict"] == "slow", fig
+    # the fall that matches a rise: the same distance on a log scale, never 100 % or more
+    assert health.detectable_fall_pct(5.0) == pytest.approx(100 * (1 - 1 / 1.05))
+    assert health.detectable_fall_pct(79.0) == pytest.approx(44.1, abs=0.05)
+    assert health.detectable_fall_pct(400.0) == pytest.approx(80.0) and health.detectable_fall_pct(0.0) == 0.0
+
+
+@pytest.mark.unit
 def test_canary_variables_and_their_errors():
     v = health.canary_variables({"bench_health_canary": "nvidia-bare", "llm_bench_concurrency": [2, 4, 8],
                                  "bench_health_output_tokens": 64})
