@@ -328,31 +328,35 @@ def detectable_fall_pct(mdd_pct: float) -> float:
     return 100.0 * (1.0 - 1.0 / (1.0 + mdd_pct / 100.0)) if mdd_pct > 0 else 0.0
 
 
+def _against_earlier(earlier: list[float], doc: Mapping[str, Any], *, floor_pct: float, seed: int,
+                     resamples: int) -> tuple[dict[str, Any], bool]:
+    """``(verdict figures, slow)`` of this canary's requests against an earlier set (the rule under
+    History): ``differs`` with pct < −max(``detectable_fall_pct``(mdd_pct), ``floor_pct``)."""
+    cmp = verdict_mod.compare_samples(earlier, verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
+    threshold = max(detectable_fall_pct(_num(cmp.get("mdd_pct")) or 0.0), floor_pct)
+    slow = cmp.get("kind") == "differs" and (_num(cmp.get("pct")) or 0.0) < -threshold
+    return ({"verdict": cmp.get("kind"), "pct": cmp.get("pct"), "lo": cmp.get("lo"), "hi": cmp.get("hi"),
+             "mdd_pct": cmp.get("mdd_pct"), "threshold_pct": threshold, "text": verdict_mod.explained(cmp)}, slow)
+
+
 def _versus_history(past: Mapping[str, Any] | None, doc: Mapping[str, Any], *, floor_pct: float, seed: int,
                     resamples: int) -> tuple[dict[str, Any] | None, bool]:
     """``(figures vs the unit's earlier healthy canary, slow by history)``; ``(None, False)`` without one."""
     if not past:
         return None, False
-    hcmp = verdict_mod.compare_samples(verdict_mod.samples(past, "single"), verdict_mod.samples(doc, "single"),
-                                       seed=seed, resamples=resamples)
-    hthreshold = max(detectable_fall_pct(_num(hcmp.get("mdd_pct")) or 0.0), floor_pct)
-    slow = hcmp.get("kind") == "differs" and (_num(hcmp.get("pct")) or 0.0) < -hthreshold
+    fig, slow = _against_earlier(verdict_mod.samples(past, "single"), doc, floor_pct=floor_pct, seed=seed,
+                                 resamples=resamples)
     return ({"run_id": past.get("_run_id"), "decode_tok_s": _num(_dig(past, "single", "decode_tok_s_median")),
-             "verdict": hcmp.get("kind"), "pct": hcmp.get("pct"), "lo": hcmp.get("lo"), "hi": hcmp.get("hi"),
-             "mdd_pct": hcmp.get("mdd_pct"), "threshold_pct": hthreshold, "text": verdict_mod.explained(hcmp)}, slow)
+             **fig}, slow)
 
 
 def _versus_deployment(dep: Mapping[str, Any], doc: Mapping[str, Any], *, floor_pct: float, seed: int,
                        resamples: int) -> tuple[dict[str, Any], bool]:
     """``(figures vs the resident's deployment canary, slow by it)``: the history rule with the
     deployment canary's requests (``dep["samples"]``) as the earlier run."""
-    cmp = verdict_mod.compare_samples([float(x) for x in dep.get("samples") or []], verdict_mod.samples(doc, "single"),
-                                      seed=seed, resamples=resamples)
-    threshold = max(detectable_fall_pct(_num(cmp.get("mdd_pct")) or 0.0), floor_pct)
-    slow = cmp.get("kind") == "differs" and (_num(cmp.get("pct")) or 0.0) < -threshold
-    return ({"deployed_at": dep.get("deployed_at"), "verdict": cmp.get("kind"), "pct": cmp.get("pct"),
-             "lo": cmp.get("lo"), "hi": cmp.get("hi"), "mdd_pct": cmp.get("mdd_pct"), "threshold_pct": threshold,
-             "text": verdict_mod.explained(cmp)}, slow)
+    fig, slow = _against_earlier([float(x) for x in dep.get("samples") or []], doc, floor_pct=floor_pct, seed=seed,
+                                 resamples=resamples)
+    return {"deployed_at": dep.get("deployed_at"), **fig}, slow
 
 
 def _failed(row: dict[str, Any]) -> None:
