@@ -11,6 +11,10 @@ The cache is content-addressed: the key is the source's SHA-256 and the interpre
 magic, the value the marshalled code object, which gets the importing archive's path as its file
 name on every load (tracebacks name the file that ran). Anything that goes wrong (no cache
 directory, a truncated entry) falls back to compiling, the way ``zipimport`` does without it.
+With it, ``zipimporter.get_filename`` reads a module's file name from the archive's table of
+contents (``located``) instead of loading the module a second time: a module run on a simulated
+unit then costs about 0.14 CPU-s instead of 0.16 (``command``; 0.23 instead of 0.245 for
+``docker_container_info``, which imports more).
 
 ``SPARKBENCH_ZIPIMPORT_CACHE``: the cache directory, or ``off``; default
 ``$XDG_CACHE_HOME/sparkbench/zipimport`` (``~/.cache/...``).
@@ -27,6 +31,7 @@ from collections.abc import Callable
 # already loaded by then; hashlib waits for the first zip import.
 ENV = "SPARKBENCH_ZIPIMPORT_CACHE"
 Compile = Callable[[str, bytes], types.CodeType]
+GetFilename = Callable[[zipimport.zipimporter, str], str]
 
 
 def cache_dir(environ: dict[str, str] | None = None) -> str | None:
@@ -83,6 +88,31 @@ def cached_compile(compile_source: Compile, directory: str) -> Compile:
     return compile_cached
 
 
+def located(get_filename: GetFilename) -> GetFilename:
+    """``zipimporter.get_filename`` that names a source module's file from the archive's table of
+    contents. Python's own (3.11, 3.12) loads and compiles the module to learn its file name, and
+    every import asks for the name before ``get_code`` loads the module again: each module was
+    read, hashed and unmarshalled twice. Anything but a plain source entry (byte code, an archive
+    layout this does not know) goes to ``get_filename`` itself."""
+
+    def get_filename_from_toc(self: zipimport.zipimporter, fullname: str) -> str:
+        try:
+            files = self._files  # type: ignore[attr-defined]
+            path = zipimport._get_module_path(self, fullname)  # type: ignore[attr-defined]
+            for suffix, isbytecode, _ in zipimport._zip_searchorder:  # type: ignore[attr-defined]
+                entry = files.get(path + suffix)
+                if entry is not None:
+                    if not isbytecode:
+                        return entry[0]
+                    break
+        except (AttributeError, TypeError, ValueError, IndexError):
+            pass
+        return get_filename(self, fullname)
+
+    get_filename_from_toc.original = get_filename  # type: ignore[attr-defined]
+    return get_filename_from_toc
+
+
 def install() -> bool:
     """Put the cache in front of ``zipimport``'s compiler (once); False when it is off."""
     directory = cache_dir()
@@ -90,6 +120,8 @@ def install() -> bool:
     if directory is None or hasattr(current, "uncached"):
         return False
     zipimport._compile_source = cached_compile(current, directory)  # type: ignore[attr-defined]
+    if not hasattr(zipimport.zipimporter.get_filename, "original"):
+        zipimport.zipimporter.get_filename = located(zipimport.zipimporter.get_filename)  # type: ignore[method-assign]
     return True
 
 

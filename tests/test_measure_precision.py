@@ -169,7 +169,9 @@ def test_noisy_server_gets_more_runs_until_the_median_is_known(sim_factory) -> N
         q1, q4, q96, q99 = np.percentile(meds, [1, 4, 96, 99])
         mid = np.median(rates)
         narrowest, widest = 100 * (q96 - q4) / 2 / mid, 100 * (q99 - q1) / 2 / mid
-        assert narrowest - 1e-9 <= p["achieved_pct"] <= widest + 1e-9, (p["achieved_pct"], narrowest, widest, rates)
+        # The document keeps three decimals: half of the last one either way (when measure's quantiles
+        # fall on the same steps as q4 and q96, it equals the narrowest before rounding).
+        assert narrowest - 5e-4 <= p["achieved_pct"] <= widest + 5e-4, (p["achieved_pct"], narrowest, widest, rates)
     spread = (max(rates) - min(rates)) / statistics.median(rates)
     # an early stop means the first draws happened to lie close together: judge the knob's
     # spread only over enough requests (10 draws at 5 % span ~3 s.d. ≈ 15 %)

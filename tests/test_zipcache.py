@@ -112,3 +112,50 @@ def test_install_is_idempotent_and_off_leaves_zipimport_alone(tmp_path, monkeypa
     assert zipcache.install() is True
     assert zipcache.install() is False, "installed once"
     assert hasattr(zipimport._compile_source, "uncached")
+
+
+def test_file_name_comes_from_the_table_of_contents_without_a_compile(tmp_path, cached):
+    """The name ``located`` gives is the one zipimport's own ``get_filename`` gives (module and
+    package), and asking for it compiles nothing: the import then compiles once, not twice."""
+    path = archive(tmp_path / "a.zip")
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr("zc_pkg/__init__.py", "X = 1\n")
+    importer = zipimport.zipimporter(path)
+    own = getattr(zipimport.zipimporter.get_filename, "original", zipimport.zipimporter.get_filename)
+    expected = {name: own(importer, name) for name in ("zc_probe", "zc_pkg")}
+    assert len(cached) == 2, "Python's own get_filename compiles the module"
+    fast = zipcache.located(own)
+    assert {name: fast(importer, name) for name in expected} == expected
+    assert len(cached) == 2, "the table of contents names the file without compiling it"
+    assert expected["zc_probe"] == os.path.join(path, "zc_probe.py")
+    with pytest.raises(zipimport.ZipImportError):
+        fast(importer, "zc_absent")
+
+
+def test_byte_code_entries_keep_pythons_own_lookup(tmp_path):
+    """An archive entry of byte code is Python's own business (its header decides whether it is
+    used): ``located`` hands it to the original."""
+    path = str(tmp_path / "b.zip")
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("zc_bc.pyc", b"not byte code")
+        z.writestr("zc_bc.py", "Y = 2\n")
+    asked = []
+
+    def original(importer, fullname):
+        asked.append(fullname)
+        return "from the original"
+
+    assert zipcache.located(original)(zipimport.zipimporter(path), "zc_bc") == "from the original"
+    assert asked == ["zc_bc"]
+
+
+def test_install_puts_the_table_of_contents_lookup_in_place(tmp_path, monkeypatch):
+    monkeypatch.setattr(zipimport, "_compile_source", uncached())
+    monkeypatch.setattr(zipimport.zipimporter, "get_filename",
+                        getattr(zipimport.zipimporter.get_filename, "original", zipimport.zipimporter.get_filename))
+    monkeypatch.setenv(zipcache.ENV, str(tmp_path / "cache"))
+    assert zipcache.install() is True
+    assert hasattr(zipimport.zipimporter.get_filename, "original")
+    first = zipimport.zipimporter.get_filename
+    assert zipcache.install() is False and zipimport.zipimporter.get_filename is first
+    assert load(archive(tmp_path / "c.zip")).K().f() == 42
