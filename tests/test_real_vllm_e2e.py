@@ -274,9 +274,11 @@ def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_ru
     vllm:request_time_per_output_token_seconds (Δ_sum / Δ_count), over exactly the measured
     requests of each server instance (warm-up 0, no parallel phase: no other generation request).
     When measure.py had to re-run a run (no decode figure), or the client read a stream late
-    (``late_reads``), the comparison is over the other runs, each matched with its own histogram step."""
+    (``late_reads``), the comparison is over the other runs, each matched with its own histogram step.
+    Each configuration is compared where it can be; the test skips only when none can."""
     live = [snaps for snaps in real_run["instances"] if snaps[-1][1] > snaps[0][1]]
     assert len(live) == len(MEASURED), real_run["instances"]
+    uncompared = []
     for name, snaps in zip(MEASURED, live):  # the host serves its variants in matrix order
         runs = doc(real_run, MEASURE_HOST, name)["single"]["runs"]
         (s0, c0), (s1, c1) = snaps[0], snaps[-1]
@@ -301,8 +303,9 @@ def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_ru
         late = [i for i in valid if late_reads(runs[i]["itl_ms"])]
         valid = [i for i in valid if i not in late]
         if len(valid) < 2:
-            pytest.skip(f"{name}: the client read {len(late)} of {len(runs)} streams late (bunched token events): "
-                        "no timely stream to compare")
+            uncompared.append(f"{name}: the client read {len(late)} of {len(runs)} streams late (bunched token "
+                              "events): no timely stream to compare")
+            continue
         if len(valid) == len(runs):
             server, n = (s1 - s0) / (c1 - c0), len(runs)
         else:  # the histogram's steps of one request each (count +1), keyed by request index
@@ -315,6 +318,10 @@ def test_single_stream_tpot_matches_real_vllm_histogram_within_3_percent(real_ru
         print(f"{name}: measure.py mean TPOT {client * 1000:.3f} ms, vLLM histogram {server * 1000:.3f} ms, "
               f"error {err:+.2f} % ({n} of {len(runs)} requests)")
         assert abs(err) < 3.0, (name, client, server, err)
+    if len(uncompared) == len(MEASURED):
+        pytest.skip("; ".join(uncompared))
+    for line in uncompared:
+        print(f"{line} (compared on the other configuration)")
 
 
 def _failure(real_run, variant):
