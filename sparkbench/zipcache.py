@@ -114,7 +114,8 @@ def located(get_filename: GetFilename) -> GetFilename:
 
 
 def install() -> bool:
-    """Put the cache in front of ``zipimport``'s compiler (once); False when it is off."""
+    """Put the cache in front of ``zipimport``'s compiler and ``located`` in place of
+    ``zipimporter.get_filename`` (once); False when it is off."""
     directory = cache_dir()
     current = zipimport._compile_source  # type: ignore[attr-defined]
     if directory is None or hasattr(current, "uncached"):
