@@ -23,6 +23,11 @@ def uncached():
     return getattr(zipimport._compile_source, "uncached", zipimport._compile_source)
 
 
+def pythons_get_filename():
+    """zipimport's own ``get_filename`` (this virtualenv's Python starts with ``located`` in place)."""
+    return getattr(zipimport.zipimporter.get_filename, "original", zipimport.zipimporter.get_filename)
+
+
 def archive(path, name="zc_probe", source=SOURCE) -> str:
     with zipfile.ZipFile(path, "w") as z:
         z.writestr(f"{name}.py", source)
@@ -121,7 +126,7 @@ def test_file_name_comes_from_the_table_of_contents_without_a_compile(tmp_path, 
     with zipfile.ZipFile(path, "a") as z:
         z.writestr("zc_pkg/__init__.py", "X = 1\n")
     importer = zipimport.zipimporter(path)
-    own = getattr(zipimport.zipimporter.get_filename, "original", zipimport.zipimporter.get_filename)
+    own = pythons_get_filename()
     expected = {name: own(importer, name) for name in ("zc_probe", "zc_pkg")}
     assert len(cached) == 2, "Python's own get_filename compiles the module"
     fast = zipcache.located(own)
@@ -151,8 +156,7 @@ def test_byte_code_entries_keep_pythons_own_lookup(tmp_path):
 
 def test_install_puts_the_table_of_contents_lookup_in_place(tmp_path, monkeypatch):
     monkeypatch.setattr(zipimport, "_compile_source", uncached())
-    monkeypatch.setattr(zipimport.zipimporter, "get_filename",
-                        getattr(zipimport.zipimporter.get_filename, "original", zipimport.zipimporter.get_filename))
+    monkeypatch.setattr(zipimport.zipimporter, "get_filename", pythons_get_filename())
     monkeypatch.setenv(zipcache.ENV, str(tmp_path / "cache"))
     assert zipcache.install() is True
     assert hasattr(zipimport.zipimporter.get_filename, "original")
