@@ -2,9 +2,12 @@
 
 A unit runs it with its own python3, isolated from its environment: ``python3 -I measure.pyz``
 (no user site, no PYTHON* variables, not even the working directory on sys.path). The archive
-holds ``measure/`` (the package's .py files, no caches) and a ``__main__.py`` that runs it; its
-bytes depend only on the sources (fixed timestamps, sorted entries), so two builds of the same
-checkout are identical. ``llm_bench`` builds it once per host at copy time:
+holds ``measure/`` (the package's .py files, no caches), a ``__main__.py`` that runs it and, at
+its root, the data files measure reads (``DATA``: profiles/quality.json and profiles/tools.json,
+found there by ``sparkbench.measure.profiles.data_file``), so that one file is all a unit needs;
+its bytes depend only on the sources (fixed timestamps, sorted entries), so two builds of the same
+checkout are identical. ``llm_bench`` builds it once per host at copy time (the action
+``sparkbench_bundle``), or by hand:
 
     python -m sparkbench.measure_bundle OUT.pyz
 """
@@ -22,6 +25,15 @@ PACKAGE = Path(__file__).resolve().parent / "measure"
 MAIN = (b'"""measure.pyz: sparkbench\'s measurement (python3 -I measure.pyz --help)."""\n'
         b"import runpy\n\nrunpy.run_module(\"measure\", run_name=\"__main__\", alter_sys=True)\n")
 _EPOCH = (1980, 1, 1, 0, 0, 0)
+#: The checkout's data files packed at the archive's root, under their own names.
+DATA = tuple(PACKAGE.parent.parent / "profiles" / name for name in ("quality.json", "tools.json"))
+
+
+def on_unit(remote_dir: str, name: str | None = None) -> str:
+    """measure.pyz in a host's work directory, or the data file ``name`` inside it (the path
+    measure's ``--quality-file`` / ``--tools-file`` take: ``<dir>/measure.pyz/quality.json``)."""
+    path = f"{remote_dir}/measure.pyz"
+    return f"{path}/{name}" if name else path
 
 
 def sources(package: Path = PACKAGE) -> list[Path]:
@@ -36,13 +48,15 @@ def _entry(zf: zipfile.ZipFile, name: str, data: bytes) -> None:
     zf.writestr(info, data)
 
 
-def build(out: str | os.PathLike[str], package: Path = PACKAGE) -> Path:
+def build(out: str | os.PathLike[str], package: Path = PACKAGE, data: tuple[Path, ...] = DATA) -> Path:
     """Write the zipapp to ``out`` (atomically: a reader never sees half a file); returns its path."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         _entry(zf, "__main__.py", MAIN)
         for src in sources(package):
             _entry(zf, "measure/" + src.relative_to(package).as_posix(), src.read_bytes())
+        for path in data:
+            _entry(zf, path.name, path.read_bytes())
     return write_atomic(out, buf.getvalue())
 
 

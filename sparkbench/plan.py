@@ -56,6 +56,7 @@ from typing import Any
 from . import cluster as cluster_mod
 from . import flags as flags_mod
 from . import interference as interference_mod
+from . import measure_bundle
 from . import memory as memory_mod
 from . import preflight as preflight_mod
 from . import result as result_mod
@@ -184,7 +185,7 @@ def server_settings(v: Mapping[str, Any], host: str) -> dict[str, Any]:
 def measure_command(v: Mapping[str, Any], remote_dir: str) -> list[str]:
     """How measure starts on the host: its python3, isolated (``-I``), running the zipapp llm_bench
     copied into the host's work directory (docs/ARCHITECTURE.md, "measure on a unit")."""
-    return [str(v["llm_bench_python"]), "-I", f"{remote_dir}/measure.pyz"]
+    return [str(v["llm_bench_python"]), "-I", measure_bundle.on_unit(remote_dir)]
 
 
 def gpu_probe(v: Mapping[str, Any]) -> str:
@@ -358,8 +359,8 @@ def _variant_entry(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Map
         "hardware_profile": hp.hardware, "model_profile": model_profile,
         "measure_argv": settings_mod.measure_argv(
             hp.settings, python=measure_command(hp.v, hp.remote_dir),
-            base_url=launch["base_url"], model=variant["model"], quality_file=f"{hp.remote_dir}/quality.json",
-            tools_file=f"{hp.remote_dir}/tools.json", sandbox_image=variant["image"], refused=refused,
+            base_url=launch["base_url"], model=variant["model"], quality_file=measure_bundle.on_unit(hp.remote_dir, "quality.json"),
+            tools_file=measure_bundle.on_unit(hp.remote_dir, "tools.json"), sandbox_image=variant["image"], refused=refused,
             **variant_probes),
     }
 
@@ -596,7 +597,7 @@ def bracket_entry(entries: list[Mapping[str, Any]], v: Mapping[str, Any], host: 
              "measure_argv": settings_mod.measure_argv(
                  settings, python=measure_command(v, remote_dir),
                  base_url=ref["launch"]["base_url"], model=ref["variant"]["model"],
-                 quality_file=f"{remote_dir}/quality.json", sandbox_image=ref["variant"]["image"])}
+                 quality_file=measure_bundle.on_unit(remote_dir, "quality.json"), sandbox_image=ref["variant"]["image"])}
     entry["summary"] = ([f"bracket: {ref['name']} again at the end of the host's sequence, single stream only "
                          f"(drift check; bench_bracket=false turns it off)"] + _summary(entry, check_mode))
     return entry

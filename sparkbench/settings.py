@@ -199,7 +199,7 @@ def measure_argv(settings: Mapping[str, Any], *, python: list[str] | str, script
     ``nvidia_smi`` / ``kernel_log``: measure's ``--nvidia-smi`` / ``--kernel-log`` command lines
     (None: its defaults, the host's ``nvidia-smi`` and ``dmesg``); see ``sparkbench.plan.probe_commands``.
     ``tools_file``: the tool-call check's tools and prompts on the host (None: measure's default,
-    tools.json beside it). ``refused``: phase → the reason preflight refused it for this variant
+    the copy inside measure.pyz). ``refused``: phase → the reason preflight refused it for this variant
     (``tools``: measure records the check as skipped with that reason, sending nothing)."""
     s = normalize(settings)
     argv = ([python] if isinstance(python, str) else list(python)) + ([script] if script else [])

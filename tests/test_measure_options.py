@@ -24,7 +24,7 @@ from sparkbench import measure_bundle, settings
 from sparkbench.measure import cli, options
 from sparkbench.measure.options import OPTIONS, SETTINGS
 
-from helpers import REPO
+from helpers import REPO, ansible_env
 
 PACKAGE = REPO / "sparkbench" / "measure"
 MAX_MODULE_LINES = 600
@@ -170,7 +170,42 @@ def test_zipapp_is_reproducible_and_holds_the_package(tmp_path: Path) -> None:
     import zipfile
     names = zipfile.ZipFile(a).namelist()
     assert names[0] == "__main__.py" and "measure/phases/single.py" in names
-    assert not [n for n in names if "__pycache__" in n or not n.endswith(".py")]
+    # The data files measure reads sit at the root, byte for byte the checkout's.
+    assert zipfile.ZipFile(a).read("quality.json") == (REPO / "profiles" / "quality.json").read_bytes()
+    assert zipfile.ZipFile(a).read("tools.json") == (REPO / "profiles" / "tools.json").read_bytes()
+    assert not [n for n in names if "__pycache__" in n or not n.endswith(".py") and n not in ("quality.json", "tools.json")]
+    assert measure_bundle.on_unit("/tmp/w") == "/tmp/w/measure.pyz"
+    assert measure_bundle.on_unit("/tmp/w", "tools.json") == "/tmp/w/measure.pyz/tools.json"
+
+
+@pytest.mark.unit
+def test_a_data_file_inside_measure_pyz_reads_like_a_file_and_a_missing_one_names_the_option(tmp_path: Path) -> None:
+    from sparkbench.measure import profiles
+
+    arc = measure_bundle.build(tmp_path / "measure.pyz")
+    assert profiles.read_json(str(arc / "tools.json"), "--tools-file") == json.loads(
+        (REPO / "profiles" / "tools.json").read_text(encoding="utf-8"))
+    with pytest.raises(ValueError, match=r"--quality-file: .*measure.pyz/nope.json does not exist"):
+        profiles.read_json(str(arc / "nope.json"), "--quality-file")
+    # Run from the checkout (not from an archive), the default is the checkout's own file.
+    assert profiles.data_file("quality.json") == str(REPO / "profiles" / "quality.json")
+
+
+@pytest.mark.ansible
+def test_the_bundle_action_builds_measure_pyz_on_the_controller_and_names_a_wrong_path(tmp_path: Path) -> None:
+    """llm_bench's ``sparkbench_bundle`` (an action: no module run) writes the same bytes as
+    ``measure_bundle.build``; a path that does not end in measure.pyz is refused, naming the variable."""
+    def adhoc(dest: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([str(REPO / ".venv" / "bin" / "ansible"), "localhost", "-c", "local",
+                               "-m", "sparkbench_bundle", "-a", f"dest={dest}"], cwd=REPO, env=ansible_env(),
+                              capture_output=True, text=True, timeout=120)
+
+    good = adhoc(tmp_path / "spark01" / "measure.pyz")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert (tmp_path / "spark01" / "measure.pyz").read_bytes() == measure_bundle.build(tmp_path / "ref.pyz").read_bytes()
+    bad = adhoc(tmp_path / "bundle.pyz")
+    assert bad.returncode != 0 and "llm_bench_bundle" in bad.stdout and "/measure.pyz" in bad.stdout, bad.stdout
+    assert not (tmp_path / "bundle.pyz").exists()
 
 
 def _system_python() -> str:
@@ -184,24 +219,32 @@ def _system_python() -> str:
 @pytest.mark.sim
 @pytest.mark.sim
 def test_copies_outside_the_repository_measure_the_simulator(sim_factory, tmp_path: Path) -> None:
-    """measure.pyz (``python3 -I``, as llm_bench runs it) and a copy of the package directory
-    (``python3 -E -s -m measure``), each with quality.json and tools.json beside it and no
-    --quality-file / --tools-file, measure the simulator with a python3 outside the virtualenv."""
+    """measure.pyz alone (``python3 -I``, as llm_bench runs it: its own quality.json, also when
+    the plan names it and when an older file lies beside it) and a copy of the package directory
+    (``python3 -E -s -m measure``, quality.json and tools.json beside it), with no --tools-file,
+    measure the simulator with a python3 outside the virtualenv."""
     sim = sim_factory(args=["--max-num-batched-tokens", "4096"], env={"VLLM_SIM_RATE": "400"})
-    unit = tmp_path / "unit"
+    unit, package_copy = tmp_path / "unit", tmp_path / "package-copy"
     unit.mkdir()
-    for name in ("quality.json", "tools.json"):
-        shutil.copy(REPO / "profiles" / name, unit / name)
+    package_copy.mkdir()
     measure_bundle.build(unit / "measure.pyz")
-    shutil.copytree(PACKAGE, unit / "measure", ignore=shutil.ignore_patterns("__pycache__"))
+    # A file left beside measure.pyz by an older copy: the archive's own is read, not this one.
+    (unit / "quality.json").write_text(json.dumps({"questions": [{"id": "stale", "prompt": "old"}]}))
+    for name in ("quality.json", "tools.json"):
+        shutil.copy(REPO / "profiles" / name, package_copy / name)
+    shutil.copytree(PACKAGE, package_copy / "measure", ignore=shutil.ignore_patterns("__pycache__"))
     common = ["--base-url", sim.base_url, "--runs", "2", "--warmup", "0", "--output-tokens", "16",
               "--concurrency", "none", "--telemetry", "off", "--kernel-log", "off", "--quality", "--out", "-"]
+    inside = str(unit / "measure.pyz" / "quality.json")
     py = _system_python()
-    for argv in ([py, "-I", "measure.pyz", *common], [py, "-E", "-s", "-m", "measure", *common]):
-        p = subprocess.run(argv, cwd=unit, capture_output=True, text=True, timeout=120,
+    for cwd, argv, quality_file in ((unit, [py, "-I", "measure.pyz", *common], inside),
+                                    (unit, [py, "-I", "measure.pyz", "--quality-file", inside, *common], inside),
+                                    (package_copy, [py, "-E", "-s", "-m", "measure", *common],
+                                     str(package_copy / "quality.json"))):
+        p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120,
                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
         assert p.returncode == 0, p.stderr[-2000:]
         doc = json.loads(p.stdout)
         assert doc["status"] == "complete" and doc["single"]["valid_runs"] == 2
-        assert doc["settings"]["quality_file"] == str(unit / "quality.json")
+        assert doc["settings"]["quality_file"] == quality_file
         assert [q["id"] for q in doc["quality"]] == ["capital_50", "free_text", "code", "arithmetic"]

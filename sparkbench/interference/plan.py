@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import measure_bundle
 from .. import settings as settings_mod
 from ..launch import reach_address
 
@@ -40,7 +41,7 @@ def _argv(entry: Mapping[str, Any], settings: Mapping[str, Any], base_url: str, 
     """measure's command line with ``settings`` against ``base_url`` (the entry's python and probes)."""
     argv = list(entry["measure_argv"])
     return settings_mod.measure_argv(settings, python=argv[:argv.index(FIRST_OPTION)], base_url=base_url, model=model,
-                                     quality_file=f"{remote_dir}/quality.json", sandbox_image=entry["variant"]["image"],
+                                     quality_file=measure_bundle.on_unit(remote_dir, "quality.json"), sandbox_image=entry["variant"]["image"],
                                      **probes)
 
 

@@ -90,8 +90,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("quality", "--quality", "flag", False, "run the four quality checks", "quality", setting_default=True),
     _o("quality_max_tokens", "--quality-max-tokens", "int", 4096, "token budget of each quality and image "
        "request", "quality", minimum=1, example="4096"),
-    _o("quality_file", "--quality-file", "text", None, "quality prompts and checks (default: quality.json beside "
-       "the measure package or measure.pyz, else the checkout's profiles/quality.json)", "quality", setting=False,
+    _o("quality_file", "--quality-file", "text", None, "quality prompts and checks (default: measure.pyz's own "
+       "quality.json, else the one beside the measure package, else the checkout's profiles/quality.json)", "quality", setting=False,
        metavar="FILE"),
     _o("sandbox_image", "--sandbox-image", "text", None, "Docker image already on this host (with python3) to run "
        "generated code in", "quality", setting=False, metavar="IMAGE"),
@@ -170,8 +170,8 @@ OPTIONS: tuple[Option, ...] = (
        minimum=1, metavar="N", example="64"),
     _o("tools", "--tools", "flag", False, "run the tool-call check (prompts and tools from --tools-file; "
        "BFCL-style verdicts)", "tools"),
-    _o("tools_file", "--tools-file", "text", None, "tools and prompts (default: tools.json beside the measure "
-       "package or measure.pyz, else the checkout's profiles/tools.json)", "tools", setting=False,
+    _o("tools_file", "--tools-file", "text", None, "tools and prompts (default: measure.pyz's own tools.json, "
+       "else the one beside the measure package, else the checkout's profiles/tools.json)", "tools", setting=False,
        metavar="FILE"),
     _o("tools_skip", "--tools-skip", "text", None, "with --tools: send nothing and record every prompt as skipped "
        "with REASON (the plan's refusal of a check the server cannot answer, with its fix)", "tools",

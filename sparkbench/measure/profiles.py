@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from typing import Any
 
 #: Where measure's data files live: in the checkout, profiles/ (the simulator's answer book reads
-#: quality.json there too); on a unit, beside ``measure.pyz`` (llm_bench copies them there).
+#: quality.json there too); on a unit, inside ``measure.pyz`` (sparkbench.measure_bundle packs
+#: them at its root), or beside a copy of the package directory.
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -21,21 +23,48 @@ def checkout_profiles() -> str:
     return os.path.normpath(os.path.join(PACKAGE_DIR, "..", "..", "profiles"))
 
 
+def archive() -> str | None:
+    """``measure.pyz``'s path when measure runs from it, else None."""
+    outer = os.path.dirname(PACKAGE_DIR)
+    return outer if outer.endswith(".pyz") and os.path.isfile(outer) else None
+
+
+def _member(path: str) -> tuple[str, str] | None:
+    """(archive, name) when ``path`` names a file at the root of a zipapp (``<dir>/measure.pyz/<name>``,
+    as ``data_file`` and the plan's measure command line name them), else None."""
+    head, name = os.path.split(path)
+    return (head, name) if head.endswith(".pyz") and os.path.isfile(head) else None
+
+
 def data_file(name: str) -> str:
-    """``name`` (quality.json, tools.json) beside the package or measure.pyz, else the checkout's
-    profiles/ (the path reported in the error when neither exists)."""
+    """``name`` (quality.json, tools.json): measure.pyz's own copy (``<measure.pyz>/<name>``), else
+    the file beside the package directory, else the checkout's profiles/ (the path reported in the
+    error when none exists)."""
+    arc = archive()
+    if arc:
+        try:
+            with zipfile.ZipFile(arc) as zf:
+                if name in zf.namelist():
+                    return os.path.join(arc, name)
+        except (OSError, zipfile.BadZipFile):
+            pass
     beside = os.path.join(install_dir(), name)
     return beside if os.path.exists(beside) else os.path.join(checkout_profiles(), name)
 
 
 def read_json(path: str, option: str) -> Any:
-    """A JSON file an option names; ValueError with a one-line message naming the option."""
+    """A JSON file an option names (or a file inside measure.pyz, ``<measure.pyz>/<name>``);
+    ValueError with a one-line message naming the option."""
+    member = _member(path)
     try:
+        if member is not None:
+            with zipfile.ZipFile(member[0]) as zf:
+                return json.loads(zf.read(member[1]).decode("utf-8"))
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    except FileNotFoundError:
+    except (FileNotFoundError, KeyError):
         raise ValueError(f"{option}: {path} does not exist (give {option} PATH)") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{option}: cannot read {path}: {exc}") from None
 
 

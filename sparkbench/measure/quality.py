@@ -155,5 +155,5 @@ def names_colour(answer: str, expected: str, palette: list[str]) -> tuple[bool, 
 
 
 def default_quality_file() -> str:
-    """quality.json beside the package or measure.pyz (as llm_bench copies it), else the checkout's."""
+    """measure.pyz's own quality.json, else the one beside the package, else the checkout's."""
     return data_file("quality.json")

@@ -25,7 +25,7 @@ TOOL_EXCERPT = 200
 
 
 def default_tools_file() -> str:
-    """tools.json beside the package or measure.pyz (as llm_bench copies it), else the checkout's."""
+    """measure.pyz's own tools.json, else the one beside the package, else the checkout's."""
     return data_file("tools.json")
 
 

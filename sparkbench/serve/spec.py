@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import measure_bundle
 from .. import settings as settings_mod
 from .. import verdict as verdict_mod
 from ..errors import InputError
@@ -332,12 +333,14 @@ def on_unit(dep: Mapping[str, Any], s: Mapping[str, Any], home: Any, residents: 
     probes = probe_commands(s, n["candidate"])
     argv = settings_mod.measure_argv(
         dep["canary_settings"], python=measure_command(s, remote_dir), base_url=candidate["base_url"],
-        model=src["model"], quality_file=f"{remote_dir}/quality.json", tools_file=f"{remote_dir}/tools.json",
+        model=src["model"], quality_file=measure_bundle.on_unit(remote_dir, "quality.json"),
+        tools_file=measure_bundle.on_unit(remote_dir, "tools.json"),
         sandbox_image=src["image"], **probes)
     # health.yml's canary of the resident (the same settings against serve_port).
     health_argv = settings_mod.measure_argv(
         dep["canary_settings"], python=measure_command(s, remote_dir), base_url=resident["base_url"],
-        model=src["model"], quality_file=f"{remote_dir}/quality.json", tools_file=f"{remote_dir}/tools.json",
+        model=src["model"], quality_file=measure_bundle.on_unit(remote_dir, "quality.json"),
+        tools_file=measure_bundle.on_unit(remote_dir, "tools.json"),
         sandbox_image=src["image"], **probe_commands(s, n["resident"]))
     if previous is not None:
         previous["stash"] = n["stash"] if previous["name"] == n["resident"] else previous["name"]
