@@ -90,10 +90,7 @@ def results(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def full_run(results):
-    # Single stream only: what these tests read (the 8-parallel phase and the warm-up request add
-    # Ray round trips for figures nothing here asserts; the kill run keeps them, so that its
-    # measurement is still under way when the worker is killed).
-    proc = play(results, "pair-full", {**FAST, "llm_bench_concurrency": [], "llm_bench_warmup": 0})
+    proc = play(results, "pair-full", FAST)
     return proc
 
 
