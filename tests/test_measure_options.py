@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from sparkbench import measure_bundle, settings
-from sparkbench.measure import cli, options
+from sparkbench.measure import cli, options, profiles
 from sparkbench.measure.options import OPTIONS, SETTINGS
 
 from helpers import REPO, ansible_env
@@ -180,8 +180,6 @@ def test_zipapp_is_reproducible_and_holds_the_package(tmp_path: Path) -> None:
 
 @pytest.mark.unit
 def test_a_data_file_inside_measure_pyz_reads_like_a_file_and_a_missing_one_names_the_option(tmp_path: Path) -> None:
-    from sparkbench.measure import profiles
-
     arc = measure_bundle.build(tmp_path / "measure.pyz")
     assert profiles.read_json(str(arc / "tools.json"), "--tools-file") == json.loads(
         (REPO / "profiles" / "tools.json").read_text(encoding="utf-8"))

@@ -12,21 +12,21 @@ from typing import Any
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+def archive() -> str | None:
+    """``measure.pyz``'s path when measure runs from it, else None."""
+    outer = os.path.dirname(PACKAGE_DIR)
+    return outer if outer.endswith(".pyz") and os.path.isfile(outer) else None
+
+
 def install_dir() -> str:
     """The directory that holds the measure package directory, or ``measure.pyz`` on a unit."""
-    outer = os.path.dirname(PACKAGE_DIR)
-    return os.path.dirname(outer) if outer.endswith(".pyz") else outer
+    arc = archive()
+    return os.path.dirname(arc) if arc else os.path.dirname(PACKAGE_DIR)
 
 
 def checkout_profiles() -> str:
     """profiles/ of the checkout this package is in (``sparkbench/measure`` -> ``profiles``)."""
     return os.path.normpath(os.path.join(PACKAGE_DIR, "..", "..", "profiles"))
-
-
-def archive() -> str | None:
-    """``measure.pyz``'s path when measure runs from it, else None."""
-    outer = os.path.dirname(PACKAGE_DIR)
-    return outer if outer.endswith(".pyz") and os.path.isfile(outer) else None
 
 
 def _member(path: str) -> tuple[str, str] | None:
