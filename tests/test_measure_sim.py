@@ -222,7 +222,11 @@ def test_combined_throughput_within_2pct_of_server_timeline(sim_factory, tmp_pat
 
 def test_speed_prompts_one_length_and_waves_above_max_num_seqs(sim_factory, tmp_path: Path) -> None:
     """Every speed prompt (warm-up, single, parallel) has the server's same prompt_tokens; a wave
-    of 4 on a server that runs 2 at once (--max-num-seqs 2) is visible as 2 waves."""
+    of 4 on a server that runs 2 at once (--max-num-seqs 2) is visible as waves.
+
+    Two slots for four requests force at least 2 waves and 2 queued requests. More is the server's
+    true schedule when it received a request only after another had finished (a loaded machine),
+    so the test holds the bounds the slots impose, not the exact count."""
     sim = sim_factory(model=MODEL, args=[*BARE, "--max-num-seqs", "2"], env={"VLLM_SIM_RATE": "400"})
     rc, doc, _, stderr = measure(["--base-url", sim.base_url, "--runs", "3", "--warmup", "1", "--concurrency", "4",
                                   "--output-tokens", "48"], tmp_path / "r.json")
@@ -232,8 +236,10 @@ def test_speed_prompts_one_length_and_waves_above_max_num_seqs(sim_factory, tmp_
     assert {r["prompt_tokens"] for r in s["runs"]} == {s["prompt_tokens"]}
     p = doc["parallel"][0]
     assert {x["prompt_tokens"] for x in p["per_stream"]} == {s["prompt_tokens"]} and p["prompt_tokens_uniform"]
-    assert p["waves_observed"] == 2 and p["queued_requests"] == 2 and p["server_slots"] is None
-    assert [w["code"] for w in doc["warnings"]] == ["parallel_waves"] and "2 waves" in stderr
+    waves, queued = p["waves_observed"], p["queued_requests"]
+    assert 2 <= waves <= 4 and 2 <= queued <= 3 and waves <= queued + 1 and p["server_slots"] is None
+    assert [w["code"] for w in doc["warnings"]] == ["parallel_waves"]
+    assert f"ran as {waves} waves ({queued} of 4 requests got their first token after another" in stderr
 
 
 # ---- oracles: openai client for SSE, prometheus_client for /metrics ------------------------------------------
