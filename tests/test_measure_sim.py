@@ -117,7 +117,9 @@ def test_full_run_every_phase(sim_factory, tmp_path: Path) -> None:
         assert r["forced_length"] and r["length_ok"] and r["completion_tokens"] == 128
         assert r["continuous_usage"] and r["first_chunk_tokens"] >= 1 and r["error"] is None
     assert s["decode_tok_s_min"] <= s["decode_tok_s_median"] <= s["decode_tok_s_max"]
-    assert 0 < s["ttft_s_median"] < 2
+    # no upper bound: a loaded machine delays the first token by what the load takes; the client's
+    # TTFT against the simulator's own timeline is tests/test_measure_rates.py's check
+    assert s["ttft_s_median"] > 0
     assert (s["requested_runs"], s["attempted_runs"], s["valid_runs"], s["n"]) == (3, 3, 3, 3)
     assert s["decode_sources"] == ["usage"] and s["prompt_tokens_uniform"] is True
     assert doc["warnings"] == []

@@ -149,7 +149,8 @@ def test_complete_results_carry_the_contract_fields(bench, first_run):
             assert m["vllm_version"] == "0.25.0" and m["model_revision"] and m["gpu"].startswith("NVIDIA GB10")
             assert m["driver"] and m["cuda"] == "13.0" and m["os"] and m["kernel"] and m["hostname"]
             assert len(m["sparkbench_version"]) >= 7 and m["settings"]["output_tokens"] == "32" or m["settings"]["output_tokens"] == 32
-            assert 0 < doc["server_startup"]["time_to_ready_s"] < 60
+            # the simulated load (1 s) comes before /health answers; the wait gives up at its timeout
+            assert 1.0 <= doc["server_startup"]["time_to_ready_s"] < 900
             assert doc["server_startup"]["model_memory_gib"] > 1
             k = doc["kernels"]  # read off the startup log the wait returned (sparkbench.engine_log)
             assert k["moe_backend"] and k["kv_cache_tokens"] > 0 and k["model_load_gib"] == doc["server_startup"]["model_memory_gib"]
