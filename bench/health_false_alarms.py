@@ -5,7 +5,7 @@ Three local simulator processes (``scripts/vllm_sim``, ports 18800–18899) serv
 with per-request noise ``VLLM_SIM_REQUEST_NOISE`` (s.d. of the log decode rate per request) and
 different ``VLLM_SIM_SEED`` values; each round runs measure.py's canary (1 warm-up + 5 single-stream
 requests, as playbooks/health.yml does) on the three at once and judges them with
-``sparkbench.health.judge`` (peers only: median, MAD × 1.4826, threshold max(3 × spread, MDD,
+``sparkbench.health.judge`` (peers only: median, MAD × 1.4826, threshold max(3 × spread, MDD as a fall,
 3 %), "differs" required). False-alarm rate = rounds with at least one unit not healthy / rounds,
 on a fleet of identical units. Detection rate = rounds in which the third unit, 15 % slower
 (``VLLM_SIM_RATE`` × 0.85), is judged slow, and no other unit is. Every figure is simulated.
@@ -145,7 +145,8 @@ def run(quick: bool = False, rounds: int | None = None) -> Section:
 round of measure.py canaries ({RUNS} single-stream requests of {TOKENS} tokens + 1 warm-up per unit,
 the three units at once, as `playbooks/health.yml` runs them). A round is a false alarm when any
 unit of a fleet of identical units is not `healthy`. Threshold = max(3 × MAD-based spread of the
-peers' medians, the minimum detectable difference (MDD) of unit vs peers' requests, 3 %), and
+peers' medians, the minimum detectable difference (MDD) of unit vs peers' requests as a fall,
+100 × (1 − 1/(1 + MDD/100)), 3 %), and
 "slow" also needs the verdict "differs". Goal: ≤ 5 % false alarms on identical fleets; the
 detection rate of one slower unit is reported beside it (a slow round counts only when the slow
 unit, and no other, is flagged). Noise 1 % is the per-run spread of the `fleet-sim` report fixture
@@ -156,8 +157,9 @@ unit, and no other, is flagged). Noise 1 % is the per-run spread of the `fleet-s
 {"Goal met" if goal else "Goal missed"}: false alarms {', '.join(f'{r * 100:.1f} %' for r in false_rates)}"""
     body += (f"; slow unit caught in {', '.join(f'{c * 100:.0f} %' for c in caught)} of rounds (rows above)."
              if caught else ".")
-    body += ("\n\nThe threshold is the minimum detectable difference of each round's own requests in almost every "
-             "round (median MDD ≈ median threshold): it grows with the per-request noise and with this shared "
+    body += ("\n\nThe threshold is the minimum detectable difference of each round's own requests, as a fall, in "
+             "almost every round (a median MDD of 10 % is a fall of 9.1 %): it grows with the per-request noise and "
+             "with this shared "
              "machine's scheduling noise (the rounds of a row run while other suites may load both cores; see "
              "the load in the stamp), so a unit is flagged when it is clearly slower than the round's noise, "
              "never on noise alone. More requests per canary (`bench_health_runs: 10`, last row) lower it.")

@@ -21,8 +21,9 @@ Peers
     * reference = the pooled requests of the other peers whose median lies within
       max(k × S, ``floor_pct``) of C (the inliers; all other peers when none is), so one bad unit
       never widens its peers' comparisons
-    * threshold T = max(k × S, the minimum detectable difference ``mdd_pct`` that
-      ``verdict.compare_samples`` reports for the unit's requests vs the reference, ``floor_pct``)
+    * threshold T = max(k × S, mdd↓, ``floor_pct``), where mdd↓ is the minimum detectable
+      difference ``mdd_pct`` that ``verdict.compare_samples`` reports for the unit's requests vs
+      the reference, as a decrease (``detectable_fall_pct``, as under History)
     * slow by peers: D < −T **and** compare_samples(peers' requests, the unit's requests) says
       ``differs`` (so three identical units never alarm on noise); a unit with a cause (below)
       is slow when the comparison says ``differs`` with its whole 95 % interval below
@@ -311,8 +312,7 @@ def _versus_peers(host: str, doc: Mapping[str, Any], fig: Mapping[str, Any], key
     inliers = [d for d, f in others if abs(f["decode_tok_s"] - centre) / centre * 100.0 <= band]
     cmp = verdict_mod.compare_samples(_pooled(inliers or [d for d, _ in others]),
                                       verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
-    mdd = _num(cmp.get("mdd_pct")) or 0.0
-    threshold = max(k * spread, mdd, floor_pct)
+    threshold = max(k * spread, detectable_fall_pct(_num(cmp.get("mdd_pct")) or 0.0), floor_pct)
     deviation = (fig["decode_tok_s"] - centre) / centre * 100.0
     peers_fig.update(median_tok_s=centre, spread_pct=spread, deviation_pct=deviation, threshold_pct=threshold,
                      verdict=cmp.get("kind"), pct=cmp.get("pct"), lo=cmp.get("lo"), hi=cmp.get("hi"),

@@ -63,8 +63,9 @@ def test_healthy_fleet_is_not_flagged():
         for u in j["units"]:
             assert u["verdict"] == "healthy" and u["line"].startswith(f"{u['host']}: healthy — ")
             peers = u["figures"]["peers"]
-            # The threshold is at least the floor and the minimum detectable difference.
-            assert peers["threshold_pct"] >= max(health.DEFAULT_FLOOR_PCT, peers["mdd_pct"])
+            # The threshold is at least the floor and the minimum detectable difference as a fall.
+            fall = health.detectable_fall_pct(peers["mdd_pct"])
+            assert peers["threshold_pct"] >= max(health.DEFAULT_FLOOR_PCT, fall) and fall < peers["mdd_pct"]
 
 
 @pytest.mark.unit
@@ -187,6 +188,28 @@ def test_a_resident_unit_is_held_to_its_deployment_not_to_its_history():
     # A resident whose canary failed is failed, and its line names the resident.
     failed = health.judge([{"host": "spark01", "doc": None, "reason": "measure: unreachable", "deployment": dep}])
     assert failed["units"][0]["verdict"] == "failed" and "(resident sparkbench-resident-nvidia-bare" in failed["lines"][0]
+
+
+@pytest.mark.unit
+def test_a_unit_at_half_its_noisy_peers_speed_is_slow_by_the_fall_they_can_detect():
+    """Peers read on a busy machine (two of five requests a third slower, the same on both): the
+    comparison detects a rise of 59 % at least, which on its log scale is a fall of 37 %. A unit at
+    53 % of their speed (−47 %, the verdict "differs") is slow; held to a fall of 59 % it was not."""
+    def unit(host: str, rates: list[float]) -> dict:
+        doc = canary(host)
+        for run, rate in zip(doc["single"]["runs"], rates):
+            run["decode_tok_s"] = rate
+        doc["single"]["decode_tok_s_median"] = sorted(rates)[2]
+        return {"host": host, "doc": doc}
+
+    units = [unit("spark-sim01", [61.0, 58.4, 41.4, 41.2, 56.7]), unit("spark-sim02", [60.9, 58.3, 41.5, 41.1, 56.8]),
+             unit("spark-sim03", [30.0, 30.1, 30.2, 30.3, 30.4])]
+    u = by_host(health.judge(units))["spark-sim03"]
+    fig = u["figures"]["peers"]
+    assert fig["verdict"] == "differs" and fig["mdd_pct"] > 55 and fig["spread_pct"] < 1, fig
+    assert fig["threshold_pct"] == pytest.approx(health.detectable_fall_pct(fig["mdd_pct"]))
+    assert -fig["mdd_pct"] < fig["deviation_pct"] < -fig["threshold_pct"] and u["verdict"] == "slow", fig
+    assert u["line"].startswith("spark-sim03: slow")
 
 
 @pytest.mark.unit
