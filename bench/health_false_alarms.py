@@ -157,9 +157,11 @@ unit, and no other, is flagged). Noise 1 % is the per-run spread of the `fleet-s
 {"Goal met" if goal else "Goal missed"}: false alarms {', '.join(f'{r * 100:.1f} %' for r in false_rates)}"""
     body += (f"; slow unit caught in {', '.join(f'{c * 100:.0f} %' for c in caught)} of rounds (rows above)."
              if caught else ".")
-    body += ("\n\nThe threshold is the minimum detectable difference of each round's own requests, as a fall, in "
-             "almost every round (a median MDD of 10 % is a fall of 9.1 %): it grows with the per-request noise and "
-             "with this shared "
+    noisiest = max((t for t in results if t["factors"][-1] == 1.0), key=lambda t: t["mdd_median"])
+    body += ("\n\nAbove the 3 % floor the threshold is the minimum detectable difference of each round's own "
+             f"requests, as a fall (the noisiest identical fleet's median MDD, {noisiest['mdd_median']:.1f} %, is a "
+             f"fall of {health.detectable_fall_pct(noisiest['mdd_median']):.1f} %): it grows with the per-request "
+             "noise and with this shared "
              "machine's scheduling noise (the rounds of a row run while other suites may load both cores; see "
              "the load in the stamp), so a unit is flagged when it is clearly slower than the round's noise, "
              "never on noise alone. More requests per canary (`bench_health_runs: 10`, last row) lower it.")
