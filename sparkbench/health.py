@@ -294,6 +294,18 @@ def _by_peer_group(units: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, A
     return rows, measured
 
 
+def detectable_fall_pct(mdd_pct: float) -> float:
+    """The minimum detectable difference ``mdd_pct`` (a rise, as ``verdict.compare_samples``
+    reports it on log rates) as a fall [%]: 100 × (1 − 1/(1 + mdd_pct/100)); 5 → 4.76, 79 → 44.1.
+    A rise can be any size and a fall at most 100 %, so a fall is held to this, not to mdd_pct."""
+    return 100.0 * (1.0 - 1.0 / (1.0 + mdd_pct / 100.0)) if mdd_pct > 0 else 0.0
+
+
+def _detectable_fall(cmp: Mapping[str, Any]) -> float:
+    """``detectable_fall_pct`` of a ``verdict.compare_samples`` result (0 without an MDD)."""
+    return detectable_fall_pct(_num(cmp.get("mdd_pct")) or 0.0)
+
+
 def _versus_peers(host: str, doc: Mapping[str, Any], fig: Mapping[str, Any], key: tuple[str, str, str],
                   members: _Peers, *, k: float, floor_pct: float, seed: int,
                   resamples: int) -> tuple[dict[str, Any], bool]:
@@ -312,7 +324,7 @@ def _versus_peers(host: str, doc: Mapping[str, Any], fig: Mapping[str, Any], key
     inliers = [d for d, f in others if abs(f["decode_tok_s"] - centre) / centre * 100.0 <= band]
     cmp = verdict_mod.compare_samples(_pooled(inliers or [d for d, _ in others]),
                                       verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
-    threshold = max(k * spread, detectable_fall_pct(_num(cmp.get("mdd_pct")) or 0.0), floor_pct)
+    threshold = max(k * spread, _detectable_fall(cmp), floor_pct)
     deviation = (fig["decode_tok_s"] - centre) / centre * 100.0
     peers_fig.update(median_tok_s=centre, spread_pct=spread, deviation_pct=deviation, threshold_pct=threshold,
                      verdict=cmp.get("kind"), pct=cmp.get("pct"), lo=cmp.get("lo"), hi=cmp.get("hi"),
@@ -321,19 +333,12 @@ def _versus_peers(host: str, doc: Mapping[str, Any], fig: Mapping[str, Any], key
     return peers_fig, deviation < -threshold and cmp.get("kind") == "differs"
 
 
-def detectable_fall_pct(mdd_pct: float) -> float:
-    """The minimum detectable difference ``mdd_pct`` (a rise, as ``verdict.compare_samples``
-    reports it on log rates) as a fall [%]: 100 × (1 − 1/(1 + mdd_pct/100)); 5 → 4.76, 79 → 44.1.
-    A rise can be any size and a fall at most 100 %, so a fall is held to this, not to mdd_pct."""
-    return 100.0 * (1.0 - 1.0 / (1.0 + mdd_pct / 100.0)) if mdd_pct > 0 else 0.0
-
-
 def _against_earlier(earlier: list[float], doc: Mapping[str, Any], *, floor_pct: float, seed: int,
                      resamples: int) -> tuple[dict[str, Any], bool]:
     """``(verdict figures, slow)`` of this canary's requests against an earlier set (the rule under
     History): ``differs`` with pct < −max(``detectable_fall_pct``(mdd_pct), ``floor_pct``)."""
     cmp = verdict_mod.compare_samples(earlier, verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
-    threshold = max(detectable_fall_pct(_num(cmp.get("mdd_pct")) or 0.0), floor_pct)
+    threshold = max(_detectable_fall(cmp), floor_pct)
     slow = cmp.get("kind") == "differs" and (_num(cmp.get("pct")) or 0.0) < -threshold
     return ({"verdict": cmp.get("kind"), "pct": cmp.get("pct"), "lo": cmp.get("lo"), "hi": cmp.get("hi"),
              "mdd_pct": cmp.get("mdd_pct"), "threshold_pct": threshold, "text": verdict_mod.explained(cmp)}, slow)
