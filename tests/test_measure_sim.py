@@ -556,8 +556,11 @@ def test_multi_token_chunks_without_usage_counts_give_a_bounded_figure(strict_se
     assert s["valid_runs"] == s["n"] == s["attempted_runs"] == 1 and "decode_reason" not in s
     assert s["decode_tok_s_median_bound"] == {"low": pytest.approx(b["low"]), "high": pytest.approx(b["high"])}
     p = doc["parallel"][0]
-    assert len(p["per_stream_decode_tok_s"]) == 2 and p["per_stream_n"] == 2
-    assert all(x["decode_source"] == "chunk_count_bounded" for x in p["per_stream"])
+    # a stream a loaded machine read in one read has no decode time, and says so
+    timed = [x for x in p["per_stream"] if x["decode_tok_s"] is not None]
+    assert len(p["per_stream_decode_tok_s"]) == p["per_stream_n"] == len(timed)
+    assert all(x["decode_source"] == "chunk_count_bounded" for x in timed)
+    assert all("arrived in one read" in x["decode_reason"] for x in p["per_stream"] if x not in timed)
     assert p["itl_s"]["p50"] is None and p["itl_streams"] == 0 and "2 of 2 completed streams" in p["itl_reason"]
     assert p["combined_tok_s"] > 0  # total tokens come from the final usage, which the server did send
 
