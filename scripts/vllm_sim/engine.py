@@ -35,7 +35,9 @@ def planned_start(target: float | None, now: float, joined: float | None) -> flo
 
 @dataclass
 class Request:
-    """One generation request and its server-side timeline (seconds, ``time.time()``)."""
+    """One generation request and its server-side timeline (seconds, ``time.time()``); its arrival
+    and last token also on the machine's monotonic clock (``time.monotonic()``, the clock measure's
+    client times requests with), so a client on the same machine compares spans on one clock."""
 
     rid: str
     prompt_tokens: int
@@ -44,6 +46,7 @@ class Request:
     min_tokens: int = 0
     ignore_eos: bool = False
     arrival: float = field(default_factory=time.time)
+    arrival_mono: float = field(default_factory=time.monotonic)
     out: queue.Queue = field(default_factory=queue.Queue)
     prefill_done: int = 0
     produced: int = 0
@@ -52,6 +55,7 @@ class Request:
     scheduled: float | None = None
     first_token: float | None = None
     last_token: float | None = None
+    last_token_mono: float | None = None
     finish_reason: str | None = None
     aborted: bool = False
     #: per-request step-time factor exp(N(0, VLLM_SIM_REQUEST_NOISE)), set by :meth:`Engine.submit`
@@ -84,6 +88,7 @@ class Request:
         """The /sim/requests row."""
         return {"id": self.rid, "arrival": self.arrival, "scheduled": self.scheduled,
                 "first_token": self.first_token, "last_token": self.last_token,
+                "arrival_mono": self.arrival_mono, "last_token_mono": self.last_token_mono,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.produced,
                 "reasoning_tokens": self.reasoning_tokens, "steps": self.steps,
                 "finish_reason": self.finish_reason, "noise_factor": self.noise_factor,
@@ -134,6 +139,7 @@ class Engine(threading.Thread):
         self.total_prompt = 0
         self.total_generated = 0
         self.steps = 0
+        self._step_mono = time.monotonic()  # the current step's end on the monotonic clock
         self.gpu_state = gpu_state  # gpustate.GpuState: tells the nvidia-smi/dmesg stand-ins what runs
         #: cluster mode only (cluster.RayWorkers): every step calls every worker; None on one unit
         self.workers = None
@@ -235,6 +241,7 @@ class Engine(threading.Thread):
             if calls is not None:
                 self.workers.collect(calls)
             t = time.time()
+            self._step_mono = time.monotonic()
             self._emit(decode, chunks, k, t, target)
 
     def _emit(self, decode: list[Request], chunks: list[tuple[Request, int]], k: int, t: float,
@@ -317,6 +324,7 @@ class Engine(threading.Thread):
         r.reasoning_tokens += sum(1 for ch, _ in toks if ch == "reasoning")
         r.steps += 1
         r.last_token = t
+        r.last_token_mono = self._step_mono
         self.total_generated += n
         self.metrics.inc("vllm:generation_tokens", n)
         r.out.put(("tokens", t, toks))
