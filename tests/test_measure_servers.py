@@ -493,8 +493,14 @@ def llamacpp_gets(props: bool) -> dict[str, tuple[int, Any]]:
 @pytest.mark.parametrize("props,per_token", [(True, True), (False, False)],
                          ids=["props-timings-per-token", "slots-final-timings"])
 def test_llamacpp_server_end_to_end(fake_server, tmp_path: Path, props: bool, per_token: bool) -> None:
-    """4 slots, 8 parallel requests: two waves, visible in the result; version from
-    system_fingerprint, context length from meta.n_ctx; a figure for every run and stream."""
+    """4 slots, 8 parallel requests: the slots read from the server and the waves in the result;
+    version from system_fingerprint, context length from meta.n_ctx; a figure for every run and stream.
+
+    The warning follows from the slots (8 requests > 4 slots). The wave and queue counts are read
+    from the client's timestamps, which a loaded machine can shift (a request sent late starts
+    after another finished; a stream read late looks longer), so the test holds the counts to each
+    other (every wave after the first starts with a queued request; the first request is never
+    queued) and to the warning's words; stats.count_waves' own tests pin the counting."""
     final, per_tok = _fixture(FINAL), _fixture(PER_TOKEN)
     srv = fake_server(llamacpp_gets(props),
                       lambda i, body: per_tok if (per_token and body.get("timings_per_token")) else final, slots=4)
@@ -520,13 +526,15 @@ def test_llamacpp_server_end_to_end(fake_server, tmp_path: Path, props: bool, pe
     assert s["decode_sources"] == (["timings_per_token"] if per_token else ["server_timings"])
     p = doc["parallel"][0]
     assert p["completed"] == 8 and p["per_stream_n"] == 8 and len(p["per_stream"]) == 8
-    assert p["server_slots"] == 4 and p["waves_observed"] == 2 and p["queued_requests"] == 4
+    waves, queued = p["waves_observed"], p["queued_requests"]
+    assert p["server_slots"] == 4 and waves >= 1 and waves - 1 <= queued <= 7
     if per_token:
         assert p["itl_streams"] == 8 and p["itl_s"]["p50"] is not None and "itl_reason" not in p
     else:
         assert p["itl_streams"] == 0 and p["itl_s"]["p50"] is None and "8 of 8 completed streams" in p["itl_reason"]
-    waves = [w for w in doc["warnings"] if w["code"] == "parallel_waves"]
-    assert len(waves) == 1 and waves[0]["waves"] == 2 and "4 slots" in waves[0]["message"]
+    warned = [w for w in doc["warnings"] if w["code"] == "parallel_waves"]
+    assert len(warned) == 1 and warned[0]["waves"] == waves and "4 slots" in warned[0]["message"]
+    assert f"ran as {waves} waves ({queued} of 8 requests got their first token after another" in warned[0]["message"]
     assert doc["errors"] == [] and doc["spec_decode"] is None and "501" in doc["spec_decode_reason"]
 
 
