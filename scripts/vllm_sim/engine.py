@@ -139,7 +139,6 @@ class Engine(threading.Thread):
         self.total_prompt = 0
         self.total_generated = 0
         self.steps = 0
-        self._step_mono = time.monotonic()  # the current step's end on the monotonic clock
         self.gpu_state = gpu_state  # gpustate.GpuState: tells the nvidia-smi/dmesg stand-ins what runs
         #: cluster mode only (cluster.RayWorkers): every step calls every worker; None on one unit
         self.workers = None
@@ -240,11 +239,10 @@ class Engine(threading.Thread):
                 time.sleep(target - now)
             if calls is not None:
                 self.workers.collect(calls)
-            t = time.time()
-            self._step_mono = time.monotonic()
-            self._emit(decode, chunks, k, t, target)
+            t, mono = time.time(), time.monotonic()
+            self._emit(decode, chunks, k, t, mono, target)
 
-    def _emit(self, decode: list[Request], chunks: list[tuple[Request, int]], k: int, t: float,
+    def _emit(self, decode: list[Request], chunks: list[tuple[Request, int]], k: int, t: float, mono: float,
               planned: float) -> None:
         m = self.metrics
         step_tokens = 0
@@ -256,7 +254,7 @@ class Engine(threading.Thread):
                 m.spec_draft(k, a)
             n = min(1 + a, r.target - r.produced)
             m.observe("vllm:inter_token_latency_seconds", t - (r.last_token or t))
-            self._tokens(r, n, t)
+            self._tokens(r, n, t, mono)
             step_tokens += n
         for r, take in chunks:
             r.prefill_done += take
@@ -267,7 +265,7 @@ class Engine(threading.Thread):
                 self.total_prompt += r.prompt_tokens
                 m.observe("vllm:time_to_first_token_seconds", t - r.arrival)
                 r.first_token, r.first_token_planned = t, planned
-                self._tokens(r, 1, t)
+                self._tokens(r, 1, t, mono)
                 step_tokens += 1
         m.observe("vllm:iteration_tokens_total", step_tokens)
         self.steps += 1
@@ -318,13 +316,13 @@ class Engine(threading.Thread):
         return sum(-(-(q.prefill_done + q.produced) // bs) - min(q.prefill_done // bs, len(q.block_hashes))
                    for q in self.running if q is not but)
 
-    def _tokens(self, r: Request, n: int, t: float) -> None:
+    def _tokens(self, r: Request, n: int, t: float, mono: float) -> None:
         toks = [r.plan.token(r.produced + i) for i in range(n)]
         r.produced += n
         r.reasoning_tokens += sum(1 for ch, _ in toks if ch == "reasoning")
         r.steps += 1
         r.last_token = t
-        r.last_token_mono = self._step_mono
+        r.last_token_mono = mono
         self.total_generated += n
         self.metrics.inc("vllm:generation_tokens", n)
         r.out.put(("tokens", t, toks))
