@@ -36,7 +36,7 @@ from sparkbench.ansible_action import ControllerAction
 
 
 class ActionModule(ControllerAction):
-    VARIABLE_NAMES = ("spark_host_gpu", "spark_host_image_facts", "bench_sparkbench_version", "sparkbench_gpu_less",
+    VARIABLE_NAMES = ("spark_host_gpu", "spark_host_image_facts", "sparkbench_gpu_less",
                       "sparkbench_simulated", "sparkbench_backend", "bench_measured_variants", "bench_bandwidth",
                       "bench_bandwidth_pending")
     #: The run's secrets: masked in what the document takes from the server log (``kernels``).

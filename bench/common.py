@@ -1,8 +1,9 @@
 """Shared helpers of the sparkbench self-benchmarks (`make bench`).
 
 Every benchmark module in `bench/` exposes ``run(quick: bool) -> Section``; `bench/run_all.py`
-collects the sections, writes each to `bench/results/<name>.md` and assembles `BENCHMARKS.md`
-from those files (so a subset run with `--only` keeps the other tables as last measured).
+collects the sections, writes each to `bench/results/<name>.md` (:func:`render_section`: title,
+stamp, summary block, body) and assembles `BENCHMARKS.md` from those files' summary blocks (so a
+subset run with `--only` keeps the other tables as last measured).
 
 Statistics used throughout (the machine is shared and noisy):
 
@@ -17,11 +18,13 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -49,10 +52,13 @@ class BenchError(RuntimeError):
 
 @dataclass
 class Section:
-    """One table of BENCHMARKS.md.
+    """One benchmark: its section of BENCHMARKS.md and its file under bench/results/.
 
     ``name`` is the file stem under bench/results/ and the key of ``--only``; ``body`` is
-    Markdown (method, table, verdict) written below the title and the stamp.
+    Markdown (method, table, verdict) written below the title, the stamp and the summary block.
+    The summary (what BENCHMARKS.md shows): ``figure``, today's headline figure(s) in a sentence
+    or three; ``load``, what was served and measured; ``today``, a few words for BENCHMARKS.md's
+    table (the figure and "met" / "missed"). The machine line is the stamp's (:func:`machine_line`).
     """
 
     name: str
@@ -60,6 +66,9 @@ class Section:
     body: str
     goal_met: bool | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    figure: str = ""
+    load: str = ""
+    today: str = ""
 
 
 def git_commit() -> str:
@@ -79,8 +88,7 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def machine_facts() -> str:
-    """One line: CPU count, CPU model, memory, Python and OS (what the figures depend on)."""
+def _cpu_model() -> str:
     cpu_model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -89,6 +97,10 @@ def machine_facts() -> str:
                 break
     except OSError:
         pass
+    return cpu_model
+
+
+def _mem_gib() -> float:
     mem_gib = 0.0
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -97,18 +109,106 @@ def machine_facts() -> str:
                 break
     except OSError:
         pass
+    return mem_gib
+
+
+def machine_facts() -> str:
+    """One line: CPU count, CPU model, memory, Python and OS (what the figures depend on)."""
     load = ""
     try:
         load = " · load avg %.2f" % os.getloadavg()[0]
     except OSError:
         pass
-    return (f"{os.cpu_count()} CPU cores ({cpu_model}) · {mem_gib:.0f} GiB RAM · "
+    return (f"{os.cpu_count()} CPU cores ({_cpu_model()}) · {_mem_gib():.0f} GiB RAM · "
             f"Python {platform.python_version()} · {platform.system()} {platform.release()}{load}")
 
 
-def stamp() -> str:
+def stamp(when: str | None = None, commit: str | None = None) -> str:
     """The stamp line under each table: date, commit and machine."""
-    return f"_Measured {utc_now()} at commit `{git_commit()}` on {machine_facts()}._"
+    return f"_Measured {when or utc_now()} at commit `{commit or git_commit()}` on {machine_facts()}._"
+
+
+def machine_line(when: str | None = None, commit: str | None = None) -> str:
+    """The summary's machine: cores, CPU, memory, Python; UTC time, commit, load average.
+
+    E.g. ``2 CPU cores (AMD EPYC), 24 GiB RAM, Python 3.11.7; 2026-11-30 03:46 UTC, commit
+    `4eddbff`, load average 7.63.`` (the stamp's facts, shorter).
+    """
+    cpu = re.sub(r"\((R|TM)\)", "", _cpu_model())
+    cpu = re.sub(r"\s+", " ", re.sub(r"\s(Processor|CPU)\b", " ", cpu)).strip()
+    load = ""
+    try:
+        load = ", load average %.2f" % os.getloadavg()[0]
+    except OSError:
+        pass
+    return (f"{os.cpu_count()} CPU cores ({cpu}), {_mem_gib():.0f} GiB RAM, Python "
+            f"{platform.python_version()}; {when or utc_now()}, commit `{commit or git_commit()}`{load}.")
+
+
+# The summary block of a results file: what BENCHMARKS.md shows of the benchmark. bench/run_all.py
+# writes it (render_section) and reads it back (read_summary); its bullets are "- **Key.** text",
+# a bullet's further lines indented by two spaces.
+SUMMARY_BEGIN = "<!-- summary: what BENCHMARKS.md shows (bench/run_all.py writes and reads it) -->"
+SUMMARY_END = "<!-- /summary -->"
+SUMMARY_KEYS = ("Today", "Figure", "Machine", "Load")
+_BULLET = re.compile(r"^- \*\*(\w+)\.\*\* ?(.*)$")
+
+
+_NBSP = "\u00a0"
+_UNIT = re.compile(r"(\d) (%|×|s\b|ms\b|min\b|tok/s|GB/s|req/s)")
+
+
+def wrap(text: str, width: int = 100, first: str = "", rest: str = "") -> str:
+    """Markdown text wrapped at ``width`` columns, never between a number and its unit nor inside a
+    `code span` (Markdown joins the lines again)."""
+    glued = _UNIT.sub(lambda m: m.group(1) + _NBSP + m.group(2), " ".join(text.split()))
+    glued = re.sub(r"`[^`]+`", lambda m: m.group(0).replace(" ", _NBSP), glued)
+    out = textwrap.fill(glued, width=width, initial_indent=first, subsequent_indent=rest,
+                        break_long_words=False, break_on_hyphens=False)
+    return out.replace(_NBSP, " ")
+
+
+def bullet(key: str, text: str) -> str:
+    """One summary bullet ("- **Key.** text"), wrapped at 100 columns."""
+    return wrap(text, first=f"- **{key}.** ", rest="  ")
+
+
+def summary_block(sec: Section, machine: str | None = None) -> str:
+    """The summary block of a section: Today, Figure, Machine (default :func:`machine_line`), Load."""
+    verdict = {True: "goal met", False: "goal missed", None: "no verdict"}[sec.goal_met]
+    fields = {"Today": sec.today or verdict,
+              "Figure": sec.figure or f"{verdict[0].upper()}{verdict[1:]}; the figures are in the tables below.",
+              "Machine": machine or machine_line(), "Load": sec.load}
+    lines = [SUMMARY_BEGIN] + [bullet(k, fields[k]) for k in SUMMARY_KEYS if fields[k].strip()]
+    return "\n".join(lines + [SUMMARY_END])
+
+
+def render_section(sec: Section, number: int, machine: str | None = None) -> str:
+    """A results file: numbered title, stamp, summary block, body."""
+    when, commit = utc_now(), git_commit()
+    block = summary_block(sec, machine or machine_line(when, commit))
+    return f"## {number}. {sec.title}\n\n{stamp(when, commit)}\n\n{block}\n\n{sec.body.strip()}\n"
+
+
+def read_summary(text: str) -> dict[str, str] | None:
+    """The summary block of a results file as {key: text} (a bullet's lines kept as written), or
+    None when the file has no block."""
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith("<!-- summary"))
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() == SUMMARY_END)
+    except StopIteration:
+        return None
+    out: dict[str, str] = {}
+    key = None
+    for line in lines[start + 1:end]:
+        m = _BULLET.match(line)
+        if m:
+            key = m.group(1)
+            out[key] = m.group(2)
+        elif key is not None and line.strip():
+            out[key] += "\n" + line.rstrip()
+    return out
 
 
 def median(values: Iterable[float]) -> float:

@@ -303,9 +303,28 @@ Medians (min–max).
   to back, so a drift of the load moves both, a burst moves one (read the pairs, not only the
   medians). The machine: the stamp above.
 """
+    # The summary (BENCHMARKS.md's section): kernels added on a relaunch, time to ready, the load.
+    added = max(st.new_kernels for st in relaunches)
+    skipped = all(st.log["inspect_s"] is not None and st.log["inspect_s"] < 0.5 for st in relaunches)
+    figure = (("The relaunch compiled no kernel anew" if reused else "A relaunch compiled kernels anew")
+              + (" (0 `.so` added" if added == 0 else f" (up to {added} `.so` added")
+              + f", against {common.median([st.new_kernels for st in firsts]):.0f} on a first start)"
+              + (" and skipped the model inspection" if skipped else "")
+              + f". Time to ready was {fmt(common.median(ready[1]))} s against {fmt(common.median(ready[0]))} s "
+              f"(medians, {ratio_ready:.2f}×).")
+    if loaded:
+        figure += " vLLM loaded its compiled model back on every relaunch."
+    elif reasons:
+        figure += (" vLLM 0.32's CPU build still traces the model again on a relaunch: its compiled model does not "
+                   "load back.")
+    loads = [x for st in firsts + relaunches for x in st.load]
+    load = (f"Real vLLM 0.32 (`{IMAGE}`) serving `{MODEL}` with `tiny-bf16`'s flags, started by its launch "
+            f"spec's `docker run` line; {pairs} pair(s) of first start and relaunch; 1-minute load average "
+            f"{min(loads):.2f} to {max(loads):.2f} during the run.")
     return Section(name="compile_cache", title="Compile cache", body=body, goal_met=reused,
                    data={"ratio_ready": ratio_ready, "first": [st.__dict__ for st in firsts],
-                         "relaunch": [st.__dict__ for st in relaunches]})
+                         "relaunch": [st.__dict__ for st in relaunches]},
+                   figure=figure, load=load, today=f"{added} kernels added: {'met' if reused else 'missed'}")
 
 
 if __name__ == "__main__":

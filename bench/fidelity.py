@@ -286,7 +286,31 @@ latency, throughput = their output tok/s. "—" = that peer was not run at that 
 
 {chr(10).join(lines)}
 {peer_note}"""
-    return Section("fidelity", "Fidelity", body, goal_met, {"single": singles, "parallel": pars})
+    # The summary (BENCHMARKS.md's section): the worst errors against the goals, the load.
+    where = (f" (at {fmt(worst_row['rate'], 0)} tok/s {'MTP' if worst_row['mtp'] else 'bare'})"
+             if worst_row is not None else "")
+    figure = [f"Worst single-stream error {pct(worst_single, 3, False)}{where}, so the ≤ 0.5 % goal is "
+              + ("met." if ok_single else f"missed by {pct(worst_single - GOAL_SINGLE, 3, False)}.")]
+    below = [abs(r["measure_err"]) for r in std if r["measure_err"] is not None and r["rate"] < rates[-1]]
+    if below and not ok_single:
+        figure.append(f"Up to {fmt(rates[-2], 0)} tok/s the error is ≤ {pct(max(below), 3, False)}.")
+    figure.append(f"The worst combined error at 64 streams is {pct(worst_64, 3, False)}.")
+    if peer_worse:
+        figure.append("measure.py is worse than a peer (by more than 0.1 point) at " + "; ".join(peer_worse) + ".")
+    elif use_peers is not None:
+        figure.append("measure.py is no worse than either peer wherever both ran.")
+    peer_errs = [(abs(p["decode_err"]), n, p["decode_err"], r["rate"]) for r in std for n, p in r["peers"].items()
+                 if p and not p.get("error") and p.get("decode_err") is not None]
+    if peer_errs:
+        _, n, err, rate = max(peer_errs)
+        figure.append(f"The largest single-stream peer error: {n} {pct(err, 2)} at {fmt(rate, 0)} tok/s.")
+    load = (f"The simulator serving `{MODEL}`, bare and MTP spec=3, at {fmt(rates[0], 0)} to {fmt(rates[-1], 0)} "
+            f"tok/s single stream and {streams[0]} to {streams[-1]} streams, with {OUTPUT_TOKENS} forced tokens"
+            + (" (`--quick`)." if quick else "."))
+    today = (f"{pct(worst_single, 3, False)} single stream: {'met' if ok_single else 'missed'}; "
+             f"{pct(worst_64, 3, False)} at 64: {'met' if ok_64 else 'missed'}")
+    return Section("fidelity", "Fidelity", body, goal_met, {"single": singles, "parallel": pars},
+                   figure=" ".join(figure), load=load, today=today)
 
 
 if __name__ == "__main__":

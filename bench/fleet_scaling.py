@@ -86,8 +86,21 @@ hosts / wall time at 1 host; {repeats} run per point.
 
 {verdict}
 """
+    # The summary (BENCHMARKS.md's section): the ratio at the most hosts, how busy the CPU was.
+    word = ("met" if goal_met else "no verdict, 8 hosts not run" if last["hosts"] < 8
+            else f"missed by {last['ratio'] - GOAL_RATIO:.2f}×")
+    figure = f"{last['ratio']:.2f}× at {last['hosts']} hosts against 1 (goal ≤ {GOAL_RATIO}× at 8: {word})"
+    if len(points) > 2:
+        figure += f"; {points[1]['ratio']:.2f}× at {points[1]['hosts']} hosts"
+    cpu_bound = last["busy"] >= 0.8
+    load = (f"The same {VARIANTS} variants per host as table 3, all hosts on this machine. "
+            + (f"The work is CPU-bound: {100 * last['busy']:.0f} % of all {cores} cores at {last['hosts']} hosts. "
+               if cpu_bound else f"The CPU was {100 * last['busy']:.0f} % busy at {last['hosts']} hosts. ")
+            + "On separate units only the controller's share (Ansible's workers, the plan, the report) is shared.")
+    today = f"{last['ratio']:.2f}×: " + ("met" if goal_met else "no verdict (--quick)" if last["hosts"] < 8
+                                         else "missed" + (f" (CPU-bound on {cores} cores)" if cpu_bound else ""))
     return Section("fleet", "Fleet scaling", body, goal_met if last["hosts"] >= 8 else None,
-                   {"points": points})
+                   {"points": points}, figure=figure + ".", load=load, today=today)
 
 
 if __name__ == "__main__":

@@ -149,10 +149,34 @@ def main(argv: list[str] | None = None) -> int:
     table = md_table(["streams", "measure.py tok/s", "range / per stream", "roofline tok/s",
                       "% of roofline", "TTFT s (median)"], rows)
     cfg = info["config"]
+    when, commit = common.utc_now(), args.commit or common.git_commit()
+    # The summary (BENCHMARKS.md's section): single stream and the most streams against the roofline.
+    last_comb = pars[-1].get("combined_tok_s") if pars else None
+    roof_last = roofline(info, bw, ctx, last_n) if bw and pars else None
+
+    def share(x: float | None, roof: float | None) -> str:
+        return f"{x / roof * 100:.1f} %" if x and roof else "—"
+
+    figure = (f"{fmt(dec, 1)} tok/s single stream (median of {args.runs}; {fmt(single.get('decode_tok_s_min'), 1)}–"
+              f"{fmt(single.get('decode_tok_s_max'), 1)})"
+              + (f" and {fmt(last_comb, 1)} tok/s combined at {last_n} parallel" if pars else "")
+              + f", which is {share(dec, roof1)}" + (f" and {share(last_comb, roof_last)}" if pars else "")
+              + " of the roofline. The gap is the server, not the client: eager transformers takes "
+              f"{step_ms(dec)} ms a step where reading the weights takes "
+              f"{info['weight_bytes_per_step'] / (bw or 1) / 1e6:.2f} ms.")
+    parts = [x.strip() for x in gpu.split(",")]
+    machine = (f"{parts[0]} (driver {parts[1]})" if len(parts) > 1 else name_only) + f"; {when}, commit `{commit}`."
+    load = (f"`bench/gpu_real_server.py`: a random-weight Llama of {info['params'] / 1e9:.1f} B parameters "
+            f"({args.dtype}) served by Hugging Face transformers, {args.output_tokens} forced tokens, {args.runs} runs "
+            f"plus 1 warm-up, parallel {args.concurrency}.")
+    block = common.summary_block(common.Section("gpu_real", "Real GPU", "", None, figure=figure, load=load,
+                                                today=f"{fmt(dec, 1)} tok/s single stream on {name_only}"), machine)
     body = f"""## 5. Real GPU
 
-_Measured {common.utc_now()} at commit `{args.commit or common.git_commit()}` on GPU **{gpu}** (torch device
+_Measured {when} at commit `{commit}` on GPU **{gpu}** (torch device
 name: {info.get('device_name')})._
+
+{block}
 
 **How:** `python3 bench/gpu_bench.py` (outside `make bench`): `bench/gpu_real_server.py` serves a
 Llama-style model built from a config with random weights (preset `{info['preset']}`: hidden

@@ -165,7 +165,23 @@ unit, and no other, is flagged). Noise 1 % is the per-run spread of the `fleet-s
              "machine's scheduling noise (the rounds of a row run while other suites may load both cores; see "
              "the load in the stamp), so a unit is flagged when it is clearly slower than the round's noise, "
              "never on noise alone. More requests per canary (`bench_health_runs: 10`, last row) lower it.")
-    return Section("health", "Fleet health false alarms", body, goal_met=goal, data={"results": results})
+    # The summary (BENCHMARKS.md's section): false alarms per identical fleet, the slow unit caught.
+    figure = "False alarms on three identical units: " + "; ".join(
+        f"{t['alarms']} in {t['rounds']} rounds at {t['noise'] * 100:.0f} % per-request noise"
+        for t in results if t["factors"][-1] == 1.0) + "."
+    slow = [t for t in results if t["factors"][-1] != 1.0]
+    if slow:
+        figure += " The slow unit was caught in " + "; ".join(
+            f"{100 * t['detected'] / t['rounds']:.1f} % of rounds when {(1 - t['factors'][-1]) * 100:.0f} % slower "
+            f"({t['noise'] * 100:.0f} % noise, {t['runs']} requests a canary)" for t in slow) + "."
+    load = (f"Three local simulator processes at {RATE:.0f} tok/s; canaries of {RUNS} single-stream requests of "
+            f"{TOKENS} tokens plus 1 warm-up per unit, the three units at once. SIMULATED.")
+    today = (f"{max(false_rates) * 100:.1f} % false alarms"
+             + (f", {min(caught) * 100:.0f}" + (f"–{max(caught) * 100:.0f}" if max(caught) > min(caught) else "")
+                + " % caught" if caught else "")
+             + f": {'met' if goal else 'missed'}")
+    return Section("health", "Fleet health false alarms", body, goal_met=goal, data={"results": results},
+                   figure=figure, load=load, today=today)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -263,9 +263,21 @@ seconds summed over both variants and the run's fixed part):
 
 {top_table}
 """
+    # The summary (BENCHMARKS.md's section): the marginal and fixed cost, the slowest tasks.
+    figure = (f"Each added variant costs {fmt(marginal, 2)} s of orchestration (goal ≤ {GOAL_PER_VARIANT_S:g} s), "
+              f"and the fixed cost per run (plan, provisioning, report) is {fmt(fixed, 2)} s (goal ≤ "
+              f"{GOAL_FIXED_S:g} s). At {points[-1]['variants']} variants the wall time is {fmt(points[-1]['wall'])} s.")
+    load = (f"One simulated host (local connection) with {', '.join(map(str, ladder))} bare variants, "
+            f"{LOAD_S:g} s of load each, {TOKENS} forced tokens, 1 run, no parallel, quality or image phase.")
+    if len(top) >= 2:
+        load += (f" The slowest tasks are `{top[0][0]}` ({fmt(top[0][1], 2)} s over 2 variants) and "
+                 f"`{top[1][0]}` ({fmt(top[1][1], 2)} s).")
     return Section("orchestration", "Orchestration overhead", body, goal_met,
                    {"points": points, "slope": k, "marginal": marginal, "fixed": fixed, "fixed_met": fixed_met,
-                    "top": top, "worst": worst, "loads": loads})
+                    "top": top, "worst": worst, "loads": loads},
+                   figure=figure, load=load,
+                   today=f"{fmt(marginal, 2)} s: {'met' if marginal_met else 'missed'}"
+                         + ("" if fixed_met else f" (fixed {fmt(fixed, 2)} s: missed)"))
 
 
 if __name__ == "__main__":

@@ -119,9 +119,25 @@ measure.py; the held-out 8-stream figures are reported, not judged.
   the whole run (both units alone, then TP=2 and PP=2, report): {wall / 60:.1f} min.
 - Goal {'met' if goal else 'NOT met'}: the fitted figures are within {worst_fitted:.1f} %.
 """
+    # The summary (BENCHMARKS.md's section): each published figure against the measured median.
+
+    def against(config: str, streams: int) -> str:
+        got, published = med.get((config, streams)), PUBLISHED[(config, streams)]
+        name = {"single": "one Spark", "tp2": "TP=2"}[config]
+        if got is None:
+            return f"{name} not measured (published {published:.1f})"
+        return f"{name} {got:.1f} tok/s (published {published:.1f}, {(got - published) / published * 100:+.1f} %)"
+
+    figure = ("At one stream (fitted): " + "; ".join(against(*k) for k in PUBLISHED if k in FITTED)
+              + ". At 8 streams (held out): " + "; ".join(against(*k) for k in PUBLISHED if k not in FITTED)
+              + f". The report's verdict on TP=2 against one Spark: {runs[-1]['verdicts'].get('gptoss-tp2', '–')}.")
+    load = (f"{reps} runs of `bench.yml`, each a fresh Ray 2.60 cluster of `{IMAGE}` containers, 128 tokens, "
+            f"5 single-stream runs, 8 parallel. The cluster's start and check take {ray_per_variant:.1f} s per "
+            f"cluster variant, and the whole run {wall / 60:.1f} min. SIMULATED.")
     return Section("pair", "Two Sparks", body, goal_met=goal,
                    data={"median": {f"{c}@{s}": v for (c, s), v in med.items()}, "ratio": ratio,
-                         "ray_s_per_variant": ray_per_variant, "wall_s": wall})
+                         "ray_s_per_variant": ray_per_variant, "wall_s": wall},
+                   figure=figure, load=load, today=f"within {worst_fitted:.1f} %: {'met' if goal else 'missed'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    text = f"## 9. {sec.title}\n\n{common.stamp()}\n\n{sec.body.strip()}\n"
+    text = common.render_section(sec, 9)
     if args.out:
         Path(args.out).write_text(text)
     else:

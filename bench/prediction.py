@@ -69,6 +69,7 @@ def run(quick: bool = False) -> Section:
         f"the shipped interval `sparkbench predict` prints without history: ±{shipped_interval(rows, 1) * 100:.1f} % "
         f"at one stream, ±{shipped_interval(rows, 8) * 100:.1f} % at several.",
     ]
+    measured: dict = {}
     if MEASURED.exists():
         measured = json.loads(MEASURED.read_text(encoding="utf-8"))
         if measured.get("probes"):
@@ -77,5 +78,30 @@ def run(quick: bool = False) -> Section:
             body += ["", _measured_table(measured)]
     goal = max(fitted) < 0.04
     body += ["", f"**Goal** (fitted rows within 4 %, held-out errors stated): {'met' if goal else 'NOT met'}."]
+    # The summary (BENCHMARKS.md's section): fitted and held-out errors, the interval, the measured rows.
+    worst_held = max((r for r in rows if r["role"] == "held-out"), key=lambda r: abs(r["error"]))
+    figure = (f"Fitted rows: median |error| {statistics.median(fitted) * 100:.1f} %, largest {max(fitted) * 100:.1f} %. "
+              f"Held-out rows: median {statistics.median(held) * 100:.1f} %, largest {max(held) * 100:.1f} % "
+              f"({worst_held['what']}). These give the interval `predict` prints without history: "
+              f"±{shipped_interval(rows, 1) * 100:.1f} % at one stream, ±{shipped_interval(rows, 8) * 100:.1f} % at "
+              "several.")
+    checked = [("parallel" in r["what"], (r["predicted"] / r["reference"] - 1) * 100)
+               for r in measured.get("rows", [])
+               if r.get("predicted") and r.get("reference") and r.get("role") == "held-out"]
+    one = [e for par, e in checked if not par]
+    several = [e for par, e in checked if par]
+    parts = ([f"single stream {', '.join(f'{e:+.1f} %' for e in one)}"] if one else []) + (
+        [f"parallel {min(several):+.1f} to {max(several):+.1f} %"] if several else [])
+    if parts:
+        figure += (" Against measured runs (held out, `bench/results/prediction_measured.json`): "
+                   + "; ".join(parts) + " (the full table says why).")
+    load = ("Each published figure's model, flags, vLLM version and concurrency on the `dgx-spark` profile; no "
+            "server runs, so the figures do not depend on this machine's load.")
+    probe = next((p for p in measured.get("probes", []) if p.get("data_sheet_gbps")), None)
+    if probe:
+        load += (f" The bandwidth probe, run by hand on {probe['device']}: {probe['gbps']:,.1f} GB/s "
+                 f"(`{probe['method']}`, {probe['gbps'] / probe['data_sheet_gbps'] * 100:.1f} % of the data sheet).")
+    today = f"fitted ≤ {max(fitted) * 100:.1f} %, held out ≤ {max(held) * 100:.1f} %: {'met' if goal else 'missed'}"
     return Section("prediction", "Prediction", "\n".join(body), goal_met=goal,
-                   data={"rows": rows, "shipped_single": shipped_interval(rows, 1)})
+                   data={"rows": rows, "shipped_single": shipped_interval(rows, 1)},
+                   figure=figure, load=load, today=today)

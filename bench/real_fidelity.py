@@ -511,18 +511,34 @@ average {load0:.1f} at the start, {load1:.1f} at the end (other jobs shared the 
 
 {chr(10).join(why)}
 """
+    # The summary (BENCHMARKS.md's section): each tool's error per repetition, the load.
+    figure = (f"measure.py {', '.join(pct(e, 2) for e in m_errs) or '—'} in the {reps} repetition(s) (goal ≤ "
+              f"{GOAL * 100:.0f} % each: {'met' if ok else 'missed'}). GuideLLM was "
+              f"{', '.join(pct(e, 2) for e in g_errs) or '—'}, and AIPerf's mean ITL "
+              f"{', '.join(pct(e, 2) for e in a_errs) or '—'}.")
+    if aip:
+        figure += (" AIPerf's per-user figure is a mean of per-request rates, so one burst request inflates it; "
+                   "the full section explains why.")
+    load = (f"Real vLLM 0.32 (`{IMAGE}`) serving `{MODEL}`, `--max-model-len 2048`; every tool sends {REQUESTS} "
+            f"single-stream requests of {TOKENS} forced tokens, with no warm-up. 1-minute load average {load0:.1f} "
+            f"at the start, {load1:.1f} at the end.")
+    today = f"{', '.join(pct(e, 2) for e in m_errs) or '—'}: {'met' if ok else 'missed'}"
     return Section("real_fidelity", "Real vLLM fidelity", body, ok,
-                   {"results": results, "evidence": ev})
+                   {"results": results, "evidence": ev}, figure=figure, load=load, today=today)
 
 
 def rerender(section_file: Path) -> None:
-    """Rewrite the body of a section from bench/.work/realfid_results.json, keeping its title
-    and stamp (the measurement's own), e.g. after a wording fix; no server is started."""
+    """Rewrite the summary and the body of a section from bench/.work/realfid_results.json, keeping
+    its title, stamp and summary's machine (the measurement's own), e.g. after a wording fix; no
+    server is started."""
     d = json.loads((WORK / "realfid_results.json").read_text())
     sec = render(d["results"], d["evidence"], d["reps"], d["ready_s"], d["wall"], d["load0"],
                  d["load1"], d["quick"])
-    head = section_file.read_text().split("\n")[:3]
-    section_file.write_text("\n".join(head) + "\n\n" + sec.body.strip() + "\n")
+    text = section_file.read_text()
+    head = text.split("\n")[:3]
+    machine = (common.read_summary(text) or {}).get("Machine") or "As in the stamp above."
+    section_file.write_text("\n".join(head) + "\n\n" + common.summary_block(sec, " ".join(machine.split()))
+                            + "\n\n" + sec.body.strip() + "\n")
 
 
 if __name__ == "__main__":

@@ -1,23 +1,29 @@
 #!/usr/bin/env python3
 """`make bench`: run sparkbench's self-benchmarks and rewrite BENCHMARKS.md.
 
-    .venv/bin/python bench/run_all.py                       # all four tables (≈ 15–20 min)
+    .venv/bin/python bench/run_all.py                       # every table (≈ 15–20 min)
     .venv/bin/python bench/run_all.py --quick               # fewer points and runs (< 5 min)
     .venv/bin/python bench/run_all.py --only capacity,fidelity
     .venv/bin/python bench/run_all.py --render-only         # reassemble from bench/results/
 
-Each benchmark writes its section to `bench/results/<name>.md` (title, stamp with UTC date,
-commit and machine, how it was measured, the table, the verdict against its goal);
-BENCHMARKS.md is the concatenation of those files in table order, plus
-`bench/results/gpu_real.md` (item 5, produced outside `make bench` by `bench/gpu_bench.py`)
-when present. A subset run therefore refreshes only its tables and keeps the others as last
-measured, each still carrying its own stamp.
+Each benchmark writes its full section to `bench/results/<name>.md`: title, stamp (UTC date,
+commit, machine), a summary block (today's figure, the machine, the load: the Section's
+``figure``, ``load`` and ``today``, between ``<!-- summary … -->`` and ``<!-- /summary -->``),
+then how it was measured, the tables and the verdict against its goal. BENCHMARKS.md is the
+short reference assembled from those files (:func:`assemble`): the header, a table of goals and
+today's figures, then per benchmark its title, what it measures, the summary block, how to
+reproduce it and a link to its file. `bench/results/gpu_real.md` (table 5, written by
+`bench/gpu_bench.py` on a GPU machine) and `bench/results/first_half_hour.md` (table 12, by
+hand) are made outside `make bench` and carry the same block. A subset run therefore refreshes
+only its tables and keeps the others as last measured, each with its own stamp. The run-by-run
+history is bench/HISTORY.md, kept by hand.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 import time
 import traceback
@@ -50,29 +56,97 @@ EXTRA_HOW = {"gpu_real": "on a machine with an NVIDIA GPU, torch and transformer
              "first_half_hour": "time `make demo` and `CI=true .ci/run` on fresh clones and write "
                                 "bench/results/first_half_hour.md"}
 
+TITLES = {"fidelity": "Fidelity", "capacity": "Client capacity",
+          "orchestration": "Orchestration overhead", "fleet": "Fleet scaling",
+          "gpu_real": "Real GPU", "real_fidelity": "Real vLLM fidelity",
+          "health": "Fleet health false alarms", "verdict": "Verdict accuracy", "pair": "Two Sparks",
+          "serving": "Arrival schedule and goodput", "compile_cache": "Compile cache",
+          "first_half_hour": "First half hour", "prediction": "Prediction"}
+
+# What each benchmark measures: the line under its title in BENCHMARKS.md.
+ABOUT = {
+    "fidelity": "measure.py's decode and combined figures against the simulator's own timeline, beside "
+                "AIPerf and GuideLLM.",
+    "capacity": "How many chunks per second measure.py follows on one core.",
+    "orchestration": "`bench.yml`'s wall time beyond the servers' load and the measurement.",
+    "fleet": "Wall time of `bench.yml` on 1, 2, 4 and 8 simulated hosts.",
+    "gpu_real": "measure.py against a real inference server, compared with the roofline. This runs outside "
+                "`make bench`.",
+    "real_fidelity": "measure.py's mean time per output token against real vLLM's own TPOT histogram, beside "
+                     "GuideLLM and AIPerf on the same server.",
+    "verdict": "`sparkbench.verdict` on seeded trials: two simulators measured by measure.py, one slower by a "
+               "known true difference.",
+    "health": "`playbooks/health.yml`'s judgement over seeded rounds on a healthy simulated fleet, and on a "
+              "fleet with one slow unit.",
+    "pair": "`bench.yml -l sim_pair`, a real two-node Ray cluster of simulated Sparks, against the published "
+            "gpt-oss-120b figures.",
+    "serving": "measure.py's arrival-rate phase against the simulator's arrival stamps and SLO truth, beside "
+               "`vllm bench serve --goodput` on the same simulator.",
+    "compile_cache": "Real vLLM's time to ready with an empty compile cache, against a relaunch with the cache "
+                     "the first start left, mounted as bench.yml mounts it.",
+    "first_half_hour": "A new user's `make demo` and `make test` on fresh clones of the usual machine size. This "
+                       "runs outside `make bench`.",
+    "prediction": "The twin (`sparkbench predict`) against published Spark figures, fitted and held out, and "
+                  "against measured runs.",
+}
+
+# Each benchmark's goal: its row of BENCHMARKS.md's table.
+GOALS = {
+    "fidelity": "≤ 0.5 % single stream, ≤ 1 % at 64 streams, no worse than AIPerf or GuideLLM",
+    "capacity": "≥ 10,000 chunks/s with < 1 % timing error",
+    "orchestration": "≤ 5 s per variant",
+    "fleet": "≤ 1.25× at 8 hosts",
+    "gpu_real": "— (outside `make bench`)",
+    "real_fidelity": "≤ 1 % each repetition",
+    "verdict": "≥ 95 % correct at 0 % and 15 %, 70–90 % found at the MDD",
+    "health": "≤ 5 % false alarms, ≥ 80 % caught",
+    "pair": "fitted figures within 2 % end to end",
+    "serving": "schedule error p99 < 1 ms, goodput within 1 %",
+    "compile_cache": "the relaunch compiles no kernel anew",
+    "first_half_hour": "first table ≤ 5 min, demo ≤ 10 min after setup, pytest ≤ 12 min, `make test` ≤ 20 min",
+    "prediction": "fitted rows within 4 %; held-out errors stated",
+}
+
+# How to run each benchmark again: the section's **Reproduce.** (its file's link is added after it).
+REPRODUCE = {
+    "fidelity": "`bench/run_all.py --only fidelity` (`bench/fidelity.py`, peers from `bench/peers.py`).",
+    "capacity": "`bench/run_all.py --only capacity` (`bench/client_capacity.py`).",
+    "orchestration": "`bench/run_all.py --only orchestration` (`bench/orchestration.py`).",
+    "fleet": "`bench/run_all.py --only fleet` (`bench/fleet_scaling.py`).",
+    "gpu_real": "On a machine with an NVIDIA GPU, torch and transformers: "
+                "`python3 bench/gpu_bench.py --out bench/results/gpu_real.md`.",
+    "real_fidelity": "`bench/run_all.py --only real_fidelity` (`bench/real_fidelity.py`, about 5 min).",
+    "verdict": "`bench/run_all.py --only verdict` (`bench/verdict_accuracy.py`, about 25 min; `--pure` for the "
+               "lognormal experiment behind the 5-request minimum).",
+    "health": "`bench/run_all.py --only health` (`bench/health_false_alarms.py`).",
+    "pair": "`bench/run_all.py --only pair` (`bench/pair.py`, about 8 min).",
+    "serving": "`bench/run_all.py --only serving` (`bench/serving.py`, about 5 min; figures also in "
+               "`bench/results/serving.json`).",
+    "compile_cache": "`bench/run_all.py --only compile_cache` (`bench/compile_cache.py`).",
+    "first_half_hour": "Time `make demo` and `CI=true .ci/run` on fresh clones, and write "
+                       "`bench/results/first_half_hour.md`. Every run since r1: [bench/HISTORY.md](bench/HISTORY.md).",
+    "prediction": "`bench/run_all.py --only prediction` (`bench/prediction.py`).",
+}
+
 HEADER = """# BENCHMARKS — sparkbench measured against itself
 
-Generated by `make bench` (`bench/run_all.py`; `--quick` for a short pass, `--only NAME,…` for a
-subset). Every table carries its own stamp (UTC date, commit, machine) and says how it was
-measured. The machine that runs `make bench` is small and shared, so figures are medians with
-their spread, and goals are judged on medians.
+The reference of sparkbench's self-benchmarks: one section per benchmark with today's figure
+against its goal, the machine it was measured on, the load it measured, and how to reproduce it.
+The full write-up of each benchmark (method, every table, the verdict) is
+`bench/results/<name>.md`, linked from its section; the run-by-run timing history of the test
+suite and the demo is [bench/HISTORY.md](bench/HISTORY.md).
 
-| # | table | goal |
-|---|---|---|
-| 1 | [Fidelity](#1-fidelity) — measure.py's decode and combined figures against the simulator's ground truth, beside AIPerf and GuideLLM | ≤ 0.5 % single stream, ≤ 1 % at 64 streams, no worse than either peer |
-| 2 | [Client capacity](#2-client-capacity) — chunks/s measure.py follows on one core | ≥ 10,000 chunks/s with < 1 % timing error |
-| 3 | [Orchestration overhead](#3-orchestration-overhead) — `bench.yml` wall time beyond load + measurement | ≤ 5 s per variant |
-| 4 | [Fleet scaling](#4-fleet-scaling) — wall time at 1, 2, 4, 8 simulated hosts | ≤ 1.25× at 8 hosts |
-| 5 | [Real GPU](#5-real-gpu) — measure.py against a real inference server, vs the roofline (outside `make bench`) | — |
-| 6 | [Real vLLM fidelity](#6-real-vllm-fidelity) — measure.py's mean TPOT against real vLLM's own TPOT histogram, beside AIPerf and GuideLLM on the same server | ≤ 1 % each repetition |
-| 7 | [Verdict accuracy](#7-verdict-accuracy) — `sparkbench.verdict` on seeded simulator + measure.py trials at true differences 0, 1, 3, 15 % and at the reported MDD | ≥ 95 % correct at 0 % and 15 %, 70–90 % found at the MDD |
-| 8 | [Fleet health false alarms](#8-fleet-health-false-alarms) — `playbooks/health.yml`'s judgement on a healthy simulated fleet (and one 15 %-slow unit) over seeded rounds | ≤ 5 % false alarms, ≥ 80 % caught |
-| 9 | [Two Sparks](#9-two-sparks) — `bench.yml -l sim_pair` (a real two-node Ray cluster of simulated Sparks) against the published gpt-oss-120b one-Spark / TP=2 figures | fitted figures within 2 % end to end |
-| 10 | [Arrival schedule and goodput](#10-arrival-schedule-and-goodput) — measure.py's rate phase against the simulator's arrival stamps and SLO truth, beside `vllm bench serve --goodput` on the same simulator | schedule error p99 < 1 ms at the rates served, goodput within 1 % of truth |
-| 11 | [Compile cache](#11-compile-cache) — real vLLM (CPU) time to ready with an empty compile cache against a relaunch with the cache the first start left, mounted as bench.yml mounts it | the relaunch compiles no kernel anew |
-| 12 | [First half hour](#12-first-half-hour) — a new user's `make demo` (first table, whole demo) and `.ci/run` on fresh clones of this machine size (outside `make bench`) | first table ≤ 5 min with images built (≤ 10 from a bare machine), demo ≤ 10 min after setup, pytest ≤ 12 min and `.ci/run` ≤ 20 min with images built |
-| 13 | [Prediction](#13-prediction) — the twin (`sparkbench predict`) against published Spark figures, fitted and held out, and against measured runs (real vLLM on the CPU, the bandwidth probe on a real GPU) | fitted rows within 4 %; held-out errors stated |
+This file is written by `bench/run_all.py` (`make bench`) from the summary block at the top of
+each `bench/results/<name>.md`: a rerun rewrites both, so edit the benchmark (or, for tables 5 and
+12, its file), not this page. The machine that runs `make bench` is small and shared, so figures
+are medians with their spread, and goals are judged on medians.
 
+```sh
+make bench                                              # every table below but 5 and 12 (.venv/bin/python bench/run_all.py)
+.venv/bin/python bench/run_all.py --quick               # fewer points and runs
+.venv/bin/python bench/run_all.py --only fidelity,capacity
+.venv/bin/python bench/run_all.py --render-only         # reassemble from bench/results/ without measuring
+```
 """
 
 
@@ -81,43 +155,67 @@ def section_path(name: str, results: Path = RESULTS) -> Path:
     return results / f"{name}.md"
 
 
-def render_section(sec: Section, number: int) -> str:
-    """Markdown of one section: numbered title, stamp, body."""
-    return f"## {number}. {sec.title}\n\n{common.stamp()}\n\n{sec.body.strip()}\n"
+def render_section(sec: Section, number: int, machine: str | None = None) -> str:
+    """Markdown of one results file: numbered title, stamp, summary block, body."""
+    return common.render_section(sec, number, machine)
 
 
 def failed_section(name: str, number: int, title: str, err: str) -> str:
-    """The section written when a benchmark could not run: says why, in one paragraph."""
-    return (f"## {number}. {title}\n\n{common.stamp()}\n\n"
-            f"**Not measured in this run.** {err}\n")
+    """The section written when a benchmark could not run: says why, in its summary."""
+    sec = Section(name, title, "", None, figure=f"**Not measured in this run.** {err}",
+                  today="not measured in the last run")
+    return render_section(sec, number)
 
 
-TITLES = {"fidelity": "Fidelity", "capacity": "Client capacity",
-          "orchestration": "Orchestration overhead", "fleet": "Fleet scaling",
-          "gpu_real": "Real GPU", "real_fidelity": "Real vLLM fidelity",
-          "health": "Fleet health false alarms", "verdict": "Verdict accuracy", "pair": "Two Sparks",
-          "serving": "Arrival schedule and goodput", "compile_cache": "Compile cache",
-          "first_half_hour": "First half hour", "prediction": "Prediction"}
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading ("10. Arrival schedule" → "10-arrival-schedule")."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def entries() -> list[tuple[str, int]]:
+    """(key, table number) of every benchmark, in table order (the measured ones and EXTRA)."""
+    return sorted([(k, n) for k, _, n in BENCHMARKS] + EXTRA, key=lambda e: e[1])
+
+
+def short_section(key: str, number: int, text: str | None) -> tuple[str, str]:
+    """(BENCHMARKS.md's section of one benchmark, its "today" cell) from its results file's text.
+
+    The section: title, what it measures, the summary block's bullets but Today, how to reproduce
+    it and a link to the file. A file without a summary block is taken whole (as written), a
+    missing one says how to make it.
+    """
+    title = f"## {number}. {TITLES[key]}"
+    if text is None:
+        how = EXTRA_HOW[key] if key in EXTRA_HOW else f"run `make bench` or `bench/run_all.py --only {key}`"
+        return f"{title}\n\n{common.wrap(ABOUT[key])}\n\n_Not measured yet: {how}._\n", "not measured yet"
+    summary = common.read_summary(text)
+    if summary is None:
+        return text.strip() + "\n", "—"
+    rel = f"bench/results/{key}.md"
+    bullets = [f"- **{k}.** {v}" for k, v in summary.items() if k != "Today"]
+    bullets.append(common.bullet("Reproduce", f"{REPRODUCE[key]} Full write-up: [{rel}]({rel})."))
+    today = " ".join(summary.get("Today", "—").split())
+    return f"{title}\n\n{common.wrap(ABOUT[key])}\n\n" + "\n".join(bullets) + "\n", today
+
+
+def render(results: Path = RESULTS) -> str:
+    """BENCHMARKS.md's text: the header, the table of goals and today's figures, then one short
+    section per benchmark in table order."""
+    rows = ["| # | benchmark | goal | today |", "|---|---|---|---|"]
+    sections = []
+    for key, number in entries():
+        p = section_path(key, results)
+        section, today = short_section(key, number, p.read_text(encoding="utf-8") if p.exists() else None)
+        sections.append(section)
+        name = f"{number}. {TITLES[key]}"
+        rows.append(f"| {number} | [{TITLES[key]}](#{anchor(name)}) | {GOALS[key]} | {today.replace('|', '/')} |")
+    return HEADER + "\n" + "\n".join(rows) + "\n\n" + "\n".join(sections)
 
 
 def assemble(out: Path, results: Path = RESULTS) -> str:
-    """BENCHMARKS.md from the header and every section file present, in table order."""
-    parts = [HEADER]
-    for key, _mod, number in BENCHMARKS:
-        p = section_path(key, results)
-        if p.exists():
-            parts.append(p.read_text().strip() + "\n")
-        else:
-            parts.append(f"## {number}. {TITLES[key]}\n\n_Not measured yet: run "
-                         f"`make bench` or `bench/run_all.py --only {key}`._\n")
-    for key, number in EXTRA:
-        p = section_path(key, results)
-        if p.exists():
-            parts.append(p.read_text().strip() + "\n")
-        else:
-            parts.append(f"## {number}. {TITLES[key]}\n\n_Not measured yet: {EXTRA_HOW[key]}._\n")
-    text = "\n".join(parts)
-    out.write_text(text)
+    """Write BENCHMARKS.md (``out``) from the header and every section file present; return its text."""
+    text = render(results)
+    out.write_text(text, encoding="utf-8")
     return text
 
 
@@ -164,8 +262,10 @@ def main(argv: list[str] | None = None) -> int:
                                       f"The benchmark failed: `{type(exc).__name__}: {exc}`.")
                 print(f"bench: {key} failed:\n{tb}", file=sys.stderr, flush=True)
             section_path(key).write_text(text)
-    assemble(Path(args.out))
-    print(f"bench: wrote {Path(args.out).relative_to(REPO) if Path(args.out).is_relative_to(REPO) else args.out}")
+    text = assemble(Path(args.out))
+    out = Path(args.out).resolve()
+    where = out.relative_to(REPO) if out.is_relative_to(REPO) else out
+    print(f"bench: wrote {where} ({len(text.splitlines())} lines)")
     return 1 if failures else 0
 
 

@@ -441,7 +441,25 @@ p99 and measure.py's goodput at 1 and 2 req/s was 10 % and 5 % below the engine-
 at each rate judged past the 0.5 s TTFT bound), consistent with the front end's delay counting in
 measure.py's TTFT and not in the engine's (that run predates the "engine stamps from the send" column).
 """
-    return Section("serving", "Arrival schedule and goodput", body, goal_met, data)
+    # The summary (BENCHMARKS.md's section): the worst served p99 and goodput error, vllm bench's goodput.
+    figure = (f"Schedule error p99 ≤ {worst:.3f} ms at every rate the simulated Spark serves ({served_s} req/s)"
+              if worst is not None else "No schedule error measured")
+    figure += f", and goodput within {max(gerr) * 100:.2f} % of the truth." if gerr else "."
+    vb_ok = [v for v in vb if not v.get("error") and v.get("goodput_err") is not None]
+    if vb_ok:
+        errs_vb = [v["goodput_err"] for v in vb_ok]
+        span = [v.get("goodput_err_own_span") for v in vb_ok]
+        window = all(x is not None and abs(x) < 0.001 for x in span)
+        figure += (f" `vllm bench serve`'s `request_goodput` read {pct(min(errs_vb), 2)} to {pct(max(errs_vb), 2)}"
+                   + (", from its choice of window (over the truth's span its figures match)." if window else "."))
+    load = (f"One simulator process (`{data['model']}`, continuous batching) at "
+            f"{', '.join(f'{r:g}' for r in data['rates'])} req/s, {data['duration_s']:g} s of Poisson arrivals "
+            f"each, {data['output_tokens']} forced tokens. SLO: TTFT ≤ {slo['ttft']:g} s, TPOT ≤ {slo['tpot']:g} s, "
+            f"e2e ≤ {slo['e2e']:g} s.")
+    today = (f"p99 ≤ {worst:.3f} ms" if worst is not None else "no schedule error") + (
+        f", within {max(gerr) * 100:.2f} %" if gerr else "") + f": {'met' if goal_met else 'missed'}"
+    return Section("serving", "Arrival schedule and goodput", body, goal_met, data,
+                   figure=figure, load=load, today=today)
 
 
 if __name__ == "__main__":

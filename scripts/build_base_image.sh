@@ -4,7 +4,9 @@
 # No container registry is reachable where sparkbench is tested, so the base image is made from a
 # Debian root file system: `debootstrap` from the mirror this machine's apt sources already use
 # (read at run time, never written into the repository), then `docker import`.
-# Skipped in well under a second when the image already exists.
+# Skipped in well under a second when the image already exists. debootstrap is installed when it is
+# missing (as root; otherwise the `apt-get install` line is named), whether or not the Docker
+# engine was set up by scripts/setup_docker_engine.sh.
 #
 # Usage: scripts/build_base_image.sh [IMAGE]   (default: sparkbench/debian-base:bookworm)
 set -euo pipefail
@@ -17,6 +19,14 @@ t0=$(date +%s)
 
 if docker image inspect "$image" >/dev/null 2>&1; then
   exit 0
+fi
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib/packages.sh
+. "$here/lib/packages.sh"
+if ! need_packages say debootstrap:debootstrap; then
+  say "the base image $image is built from a debootstrap root file system; install debootstrap and retry"
+  exit 1
 fi
 
 # The first http(s) URI of the main Debian archive in the apt sources (deb822 or one-line form).

@@ -24,15 +24,13 @@ if probe; then
   exit 0
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-  say "chromium is missing; run 'sudo apt-get install chromium' or run make as root"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib/packages.sh
+. "$here/lib/packages.sh"
+if ! need_packages say /usr/bin/chromium:chromium /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core; then
+  say "the report's browser test needs Debian's chromium; install it and retry"
   exit 1
 fi
-
-say "installing Debian's chromium package from the configured mirror (first time: a minute or two)"
-export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 
 if ! probe; then
   say "chromium was installed but does not answer '--version'; check 'chromium --headless --no-sandbox --version'"

@@ -2,9 +2,11 @@
 # Make sure a Docker engine answers on this machine.
 #
 # Probe first: when `docker info` already works, do nothing (this is the common case and takes
-# well under a second). Otherwise install Debian's `docker.io` (and `debootstrap`, which the
-# simulator base image needs) when they are missing, start `dockerd` in the background and wait
-# until it answers. Idempotent; safe to run from `make setup` every time.
+# well under a second). Otherwise install Debian's `docker.io` (and `procps` for pgrep) when they
+# are missing (as root; otherwise the `apt-get install` line is named), start `dockerd` in the
+# background and wait until it answers. The engine only: each image build checks for what it uses
+# itself (scripts/build_base_image.sh: debootstrap). Idempotent; safe to run from `make setup`
+# every time.
 #
 # Environment:
 #   SPARKBENCH_DOCKERD_LOG   where dockerd writes its log (default: /var/log/sparkbench-dockerd.log)
@@ -20,18 +22,13 @@ if docker info >/dev/null 2>&1; then
   exit 0
 fi
 
-need=()
-command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
-command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
-if [ "${#need[@]}" -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    say "no Docker engine answers and ${need[*]} is missing; run 'sudo apt-get install ${need[*]}' or run make as root"
-    exit 1
-  fi
-  say "installing ${need[*]} from the configured Debian mirror"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need[@]}" >/dev/null
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib/packages.sh
+. "$here/lib/packages.sh"
+# docker.io with its recommended packages, as Debian installs it.
+if ! PKG_APT_FLAGS='' need_packages say dockerd:docker.io docker:docker.io pgrep:procps setsid:util-linux; then
+  say "no Docker engine answers; install the packages above, or run make as root"
+  exit 1
 fi
 
 if ! pgrep -x dockerd >/dev/null 2>&1; then

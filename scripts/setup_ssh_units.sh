@@ -9,20 +9,14 @@ set -euo pipefail
 
 say() { printf 'setup-ssh-units: %s\n' "$*" >&2; }
 
-need=()
-[ -x /usr/sbin/sshd ] || need+=(openssh-server)
-command -v sudo >/dev/null 2>&1 || need+=(sudo)
-[ "${#need[@]}" -eq 0 ] && exit 0
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib/packages.sh
+. "$here/lib/packages.sh"
 
-if [ "$(id -u)" -ne 0 ]; then
-  say "${need[*]} missing: the SSH test units need them; run 'sudo apt-get install ${need[*]}' (the ssh tests skip until then)"
-  exit 0
-fi
-
-say "installing ${need[*]} from the configured Debian mirror (the system's sshd is not started)"
+# The package's own service is kept from starting while it installs (policy-rc.d).
 policy=/usr/sbin/policy-rc.d
 own_policy=false
-if [ ! -e "$policy" ]; then
+if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ] && { [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null 2>&1; }; then
   printf '#!/bin/sh\nexit 101\n' > "$policy"
   chmod 755 "$policy"
   own_policy=true
@@ -30,9 +24,7 @@ fi
 cleanup() { if $own_policy; then rm -f "$policy"; fi; }
 trap cleanup EXIT
 
-export DEBIAN_FRONTEND=noninteractive
-if ! apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+if ! need_packages say /usr/sbin/sshd:openssh-server sudo:sudo ssh:openssh-client ssh-keygen:openssh-client; then
+  say "the SSH test units (the ssh layer of make test) need these packages; install them and retry"
+  exit 1
 fi
-say "ready: $(/usr/sbin/sshd -V 2>&1 | head -n1)"

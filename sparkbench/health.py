@@ -68,6 +68,7 @@ from statistics import median
 from typing import Any
 
 from . import verdict as verdict_mod
+from . import version
 from .errors import InputError
 
 MIN_PEERS = 3            # units of one peer group needed for a peer judgement
@@ -526,7 +527,7 @@ def write(run_dir: str | Path, judgement: Mapping[str, Any], run_id: str) -> dic
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     paths = {"health.json": run_dir / "health.json", "health.md": run_dir / "health.md"}
-    doc = {"run_id": run_id, **judgement}
+    doc = {"run_id": run_id, "sparkbench_version": version.VERSION, "sparkbench_commit": version.commit(), **judgement}
     paths["health.json"].write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
     paths["health.md"].write_text(markdown(judgement, run_id), encoding="utf-8")
     return {k: str(v) for k, v in paths.items()}

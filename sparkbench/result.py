@@ -24,7 +24,7 @@ from typing import Any
 
 from . import bandwidth as bandwidth_mod
 from . import cluster as cluster_mod
-from . import engine_log
+from . import engine_log, version
 from .paths import SCHEMA_PATH, write_atomic
 from .secrets import public_env, redact_text
 
@@ -84,7 +84,8 @@ def manifest(variant: Mapping[str, Any], launch: Mapping[str, Any], host: Mappin
     launch command, driver, CUDA, GPU, OS, kernel, Docker, sparkbench version, settings.
 
     ``host`` holds the provisioning facts: ``name``, ``gpu`` (spark_host_gpu), ``images``
-    (spark_host_image_facts), ``sparkbench_version``, ``simulated``, ``backend`` (what served the
+    (spark_host_image_facts), ``sparkbench_version`` and ``sparkbench_commit``
+    (:mod:`sparkbench.version`), ``simulated``, ``backend`` (what served the
     figures: ``simulator``, ``vllm`` (vLLM on a GPU), ``vllm-cpu`` (vLLM's CPU build)).
     """
     gpu = host.get("gpu") or {}
@@ -106,6 +107,7 @@ def manifest(variant: Mapping[str, Any], launch: Mapping[str, Any], host: Mappin
         "hostname": gpu.get("hostname") or host.get("name"),
         "docker": gpu.get("docker_version", "unknown"),
         "sparkbench_version": host.get("sparkbench_version") or "unknown",
+        "sparkbench_commit": host.get("sparkbench_commit"),
         "settings": dict(settings),
         "simulated": host.get("simulated"),
         "backend": host.get("backend"),
@@ -121,6 +123,8 @@ def context_fields(plan: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str
     if "memory_bandwidth_gbps" in profile_hw:
         profile_hw.setdefault("bandwidth_gbs", profile_hw["memory_bandwidth_gbps"])
     return {
+        "sparkbench_version": host.get("sparkbench_version") or "unknown",
+        "sparkbench_commit": host.get("sparkbench_commit"),
         "host": str(host.get("name", "")),
         "variant": variant,
         "launch": {"argv": list(launch["argv"]), "command": launch["command"], "env": public_env(launch.get("env")),
@@ -287,7 +291,7 @@ def host_facts(variables: Mapping[str, Any], host: str) -> dict[str, Any]:
     backend = str(variables.get("sparkbench_backend") or ("simulator" if is_sim else "vllm"))
     return {"name": host, "gpu": variables.get("spark_host_gpu") or {},
             "images": variables.get("spark_host_image_facts") or {},
-            "sparkbench_version": variables.get("bench_sparkbench_version") or "unknown",
+            "sparkbench_version": version.VERSION, "sparkbench_commit": version.commit(),
             "simulated": is_sim, "backend": backend}
 
 

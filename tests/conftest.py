@@ -296,6 +296,7 @@ LONG_FIRST = (
                                 # the tools server, the session's server (image, conformance)
     "test_ssh_units",           # the README walk-through over SSH (4-6 min)
     "test_sim_pair_playbook",   # two simulated Sparks over Ray (3-5 min)
+    "test_setup_fresh_machine", # the base image built again under a throw-away name (1-2 min)
     "test_playbook_failures",
     "test_reliability_faults",
     "test_playbook_bench",

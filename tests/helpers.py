@@ -25,7 +25,9 @@ def ansible_env(**extra: str) -> dict[str, str]:
     ansible.cfg, no colour, no secret from the caller's shell; ``extra`` on top."""
     env = {k: v for k, v in os.environ.items() if k not in SECRET_VARIABLES}
     env.update({"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
-                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"})
+                "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
+                # the closing lines' width (bench_report_width): a 100-column terminal
+                "COLUMNS": "100"})
     env.update(extra)
     return env
 

@@ -33,9 +33,20 @@ class FixedClock(console.Clock):
         return self.seconds
 
 
-def printer() -> tuple[console.Printer, io.StringIO]:
+def printer(width: int = 300) -> tuple[console.Printer, io.StringIO]:
     buf = io.StringIO()
-    return console.Printer(FixedClock(), stream=buf), buf
+    return console.Printer(FixedClock(), stream=buf, width=width), buf
+
+
+def test_a_line_longer_than_the_width_wraps_under_its_own_indent():
+    out, buf = printer(width=40)
+    out.line("    a table row that fits")
+    out.line("  " + "word " * 20)
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "    a table row that fits"
+    assert all(len(line) <= 40 for line in lines) and len(lines) == 4
+    assert lines[1].startswith("  word") and all(line.startswith("    word") for line in lines[2:])
+    assert " ".join(line.strip() for line in lines[1:]) == " ".join(["word"] * 20)
 
 
 def test_steps_are_numbered_with_one_fixed_count_and_say_what_and_how_long():

@@ -21,6 +21,8 @@ import jsonschema
 import pytest
 import yaml
 
+from sparkbench.version import VERSION
+
 from conftest import image_present
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,7 +86,8 @@ class Bench:
 
     def run(self, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
         env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                   ANSIBLE_FORCE_COLOR="0", HF_TOKEN=SECRET, PATH=f"{BIN}:{os.environ.get('PATH', '')}")
+                   ANSIBLE_FORCE_COLOR="0", HF_TOKEN=SECRET, PATH=f"{BIN}:{os.environ.get('PATH', '')}",
+                   COLUMNS="100")
         cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventory/hosts.yml"), "-i", str(self.tmp / "inventory.yml"),
                "-l", ",".join(HOSTS), "-e", f"@{self.tmp / 'extra.yml'}", "bench.yml", *args]
         return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
@@ -116,11 +119,18 @@ def test_every_host_and_variant_has_a_result_and_the_table_is_printed(bench, fir
         assert sorted(p.stem for p in (run / host).glob("*.json")
                       if not p.name.endswith(".bracket.json")) == sorted(VARIANTS)
     out = proc.stdout
-    assert "SIMULATED: figures come from the vLLM simulator" in out
-    assert "single tok/s" in out and "2× tok/s" in out
+    # The play ends with the closing lines (sparkbench.report.closing): the label, the compact table
+    # (a host's name on its first row), the answer; within COLUMNS=100 with the callback's indent.
+    start = out.rindex("SIMULATED: figures come from the vLLM simulator")
+    block = out[out.rindex("\n", 0, start) + 1:]
+    block = block[:block.index("\n\n")].splitlines()  # as printed, with the callback's indent
+    assert all(len(line) <= 100 for line in block), [line for line in block if len(line) > 100]
+    header = block[1].split()
+    assert "variant" in header and "tok/s" in header and "8×" in header  # no build pair: no "vs" column
     for host in HOSTS:
-        for v in VARIANTS:
-            assert any(host in line and f" {v} " in line for line in out.splitlines()), (host, v)
+        assert sum(line.strip().startswith(host) for line in block) == 1, host
+    for v in VARIANTS:
+        assert sum(f" {v} " in f" {line} " for line in block) == len(HOSTS), v
     # Every document, complete or failed, is the result builder's and matches the schema.
     schema = json.loads((REPO / "schema/result.schema.json").read_text())
     for path in run.glob("*/*.json"):
@@ -148,7 +158,10 @@ def test_complete_results_carry_the_contract_fields(bench, first_run):
             assert m["image_id"].startswith("sha256:") and m["image_digest"] is None
             assert m["vllm_version"] == "0.25.0" and m["model_revision"] and m["gpu"].startswith("NVIDIA GB10")
             assert m["driver"] and m["cuda"] == "13.0" and m["os"] and m["kernel"] and m["hostname"]
-            assert len(m["sparkbench_version"]) >= 7 and m["settings"]["output_tokens"] == "32" or m["settings"]["output_tokens"] == 32
+            # sparkbench's version and the commit it ran from, at the top level and in the manifest
+            assert doc["sparkbench_version"] == m["sparkbench_version"] == VERSION
+            assert doc["sparkbench_commit"] == m["sparkbench_commit"] and len(doc["sparkbench_commit"]) >= 40
+            assert m["settings"]["output_tokens"] in ("32", 32)
             # the simulated load (1 s) comes before /health answers; the wait gives up at its timeout
             assert 1.0 <= doc["server_startup"]["time_to_ready_s"] < 900
             assert doc["server_startup"]["model_memory_gib"] > 1
@@ -297,7 +310,7 @@ def test_report_playbook_compares_with_a_baseline_and_names_stored_runs(bench, f
     assert all(p["bridge_verdict"]["kind"] == "not_enough" for p in pairs), pairs
     assert "not enough requests for a verdict" in (run / "report.md").read_text()
     assert "Version bridge against run T0: vLLM 0.24.0 → 0.25.0" in proc.stdout
-    assert "figures comparable across the runs" in proc.stdout
+    assert "figures comparable across the runs" in " ".join(proc.stdout.split())  # wrapped to the width
     assert f"Report: {run}/report.html" in proc.stdout
     assert {p: p.read_bytes() for p in run.glob("*/*.json")} == results_before, "report.yml changed a result file"
 

@@ -189,8 +189,13 @@ def test_the_runner_agrees_a_failed_host_fails_the_run(runs):
     out = proc.stdout
     assert proc.returncode == EXIT_HOST_FAILED, out[-3000:] + proc.stderr[-2000:]
     assert "ansible-playbook failed (rc 2)" in out and "exit code 2" in out
-    host_line = next(line for line in out.splitlines() if line.startswith(f"  {GPU_HOST}: 0/{len(GPU_VARIANTS)} done"))
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(f"  {GPU_HOST}: 0/{len(GPU_VARIANTS)} done"))
+    # the host's line, wrapped to the width: its continuation lines are indented deeper
+    end = next((i for i, x in enumerate(lines[first + 1:], first + 1) if not x.startswith("      ")), len(lines))
+    host_line = " ".join(x.strip() for x in lines[first:end])
     assert "nvidia-smi: command not found; remedy: install the NVIDIA driver" in host_line, host_line
+    assert all(len(x) <= 100 for x in lines[first:end]), lines[first:end]
     assert (runs.results / "GPU-RUNNER" / "report.html").is_file()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkbench.report.closing import compact_table
 from sparkbench.report.terminal import REAL_LABEL, SIMULATED_LABEL, terminal_table
 
 from helpers import REPO, run_playbook
@@ -124,8 +125,12 @@ def test_report_playbook_writes_a_report_beside_a_corrupt_result_file(tmp_path: 
     assert "spark-sim02/nvidia-bare.json: not valid JSON" in md
     assert "not read: spark-sim02/nvidia-bare.json: not valid JSON" in proc.stdout
     assert f"Report: {run}/report.html" in proc.stdout and f"Charts: {run}/charts/" in proc.stdout
-    # The play printed the table the renderer wrote into results.json, line for line.
+    # The play printed the closing lines of the rendered results.json, the compact table line for line.
     doc = json.loads((run / "results.json").read_text(encoding="utf-8"))
     out_lines = {line.strip() for line in proc.stdout.splitlines()}
-    assert all(line.strip() in out_lines for line in doc["terminal_table"].splitlines())
+    assert all(line.strip() in out_lines for line in compact_table(doc, 92).splitlines())
+    # every printed line of the closing block fits COLUMNS=100, the callback's indent included
+    start = proc.stdout.index("SIMULATED: figures come from")
+    block = proc.stdout[proc.stdout.rindex("\n", 0, start) + 1:]
+    assert all(len(line) <= 100 for line in block[:block.index("\n\n")].splitlines())
     assert len(doc["rows"]) == 20  # 21 files − the corrupt one

@@ -106,8 +106,12 @@ def test_cli_report_subcommand(tmp_path: Path):
     import shutil
     shutil.copytree(REPO / "tests" / "fixtures" / "runs" / "seed-v0.25", tmp_path / "seed-v0.25")
     shutil.copytree(REPO / "tests" / "fixtures" / "runs" / "seed-v0.24", tmp_path / "seed-v0.24")
-    proc = cli("report", "seed-v0.25", "--baseline", "seed-v0.24", "--results-dir", str(tmp_path))
+    proc = cli("report", "seed-v0.25", "--baseline", "seed-v0.24", "--results-dir", str(tmp_path),
+               env={"COLUMNS": "100"})
     assert proc.returncode == 0, proc.stderr
-    assert "single-stream 16.7 % slower (mtp2)" in proc.stdout
-    assert "figures comparable across the runs" in proc.stdout
-    assert proc.stdout.strip().endswith(f"report: {tmp_path / 'seed-v0.25' / 'report.html'}")
+    assert all(len(line) <= 100 for line in proc.stdout.splitlines()), proc.stdout
+    said = " ".join(proc.stdout.split())  # the answer and summary lines, wrapped to the width
+    assert "single-stream 16.7 % slower (mtp2)" in said
+    assert "figures comparable across the runs" in said
+    assert proc.stdout.splitlines()[1].startswith("variant ")  # the compact table under its label
+    assert said.endswith(f"report: {tmp_path / 'seed-v0.25' / 'report.html'} (the full table and the charts)")

@@ -35,9 +35,12 @@ def cleanup_containers():
 def test_runner_drives_simulated_host(tmp_path: Path, cleanup_containers):
     hf = tmp_path / "hf"
     hf.mkdir()
-    env = {**os.environ, "SPARKBENCH_RUNNER_TEST_HF_CACHE": str(hf), "SPARKBENCH_RUNNER_DIR": str(tmp_path / "runner")}
+    env = {**os.environ, "SPARKBENCH_RUNNER_TEST_HF_CACHE": str(hf), "SPARKBENCH_RUNNER_DIR": str(tmp_path / "runner"),
+           "COLUMNS": "100"}
+    # unsloth-bare beside nvidia-bare, 5 requests each: a build comparison with a verdict
+    extra = '{"bench_select": ["nvidia-bare", "unsloth-bare", "crash-start"], "llm_bench_runs": 5}'
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "sparkbench"), "bench",
-                           "-i", str(REPO / "inventory"), "-i", str(INV), "-l", "runner-sim01",
+                           "-i", str(REPO / "inventory"), "-i", str(INV), "-l", "runner-sim01", "-e", extra,
                            "--results-dir", str(tmp_path / "results"), "--run-id", "sim"],
                           capture_output=True, text=True, env=env, timeout=500)
     out = proc.stdout
@@ -48,9 +51,20 @@ def test_runner_drives_simulated_host(tmp_path: Path, cleanup_containers):
     assert "runner-sim01 crash-start: launching" in out and "runner-sim01 crash-start: failed" in out
     # nvidia-bare, the host's reference, is bracketed at the end: its own entry in the live view
     assert "runner-sim01 nvidia-bare.bracket: measuring" in out and "runner-sim01 nvidia-bare.bracket: done" in out
-    assert "runner-sim01: 2/3 done, failed: crash-start" in out
+    assert "runner-sim01: 3/4 done, failed: crash-start" in out
     run = tmp_path / "results" / "sim"
     assert f"report: {run / 'report.html'}" in out
+    # The closing lines: the compact table and the answer with its verdict, each within COLUMNS=100
+    # (a "label: PATH" line whose temporary path alone is longer excepted: a path is never broken).
+    closing = out[out.index("SIMULATED: figures come from the vLLM simulator"):].splitlines()
+    wide = [x for x in closing if len(x) > 100 and not (len(x.split()) == 2 and x.split()[1].startswith("/"))]
+    assert not wide, wide
+    header = closing[1].split()
+    assert header[:3] == ["variant", "tok/s", "×"] and "nvidia" in header and "2×" in header  # 2 parallel only
+    assert any(x.startswith("unsloth-bare ") and ("differs by" in x or "no difference" in x) for x in closing)
+    answer = " ".join(" ".join(closing).split())
+    assert "- runner-sim01 · Qwen3.6-35B-A3B-NVFP4 — single stream: " in answer
+    assert "unsloth vs nvidia — single-stream" in answer and closing[-1] == "exit code 1"
     md = (run / "report.md").read_text(encoding="utf-8")
     assert "**SIMULATED**" in md and "runner-sim01/crash-start: failed at launch" in md
     assert (run / "runner-sim01" / "nvidia-bare.json").is_file()

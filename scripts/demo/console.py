@@ -8,6 +8,8 @@ import sys
 import threading
 import time
 
+from sparkbench.report.closing import output_width, wrap
+
 
 class Clock:
     """Seconds since the demo began (``t0``, ``time.time()``: a step in another process shares it)."""
@@ -40,18 +42,26 @@ def minutes(seconds: float) -> str:
 class Printer:
     """Prints lines (thread-safe); ``buffered`` keeps them until :meth:`go_live`."""
 
-    def __init__(self, clock: Clock, stream=None, buffered: bool = False) -> None:
+    def __init__(self, clock: Clock, stream=None, buffered: bool = False, width: int | None = None) -> None:
         self.clock = clock
         self.stream = stream or sys.stdout
+        #: every line fits this width (COLUMNS, else the terminal's, else 100): longer text wraps,
+        #: its continuation indented under the line's own indent
+        self.width = width or output_width(self.stream)
         self._buffer: list[str] | None = [] if buffered else None
         self._lock = threading.Lock()
 
     def line(self, text: str = "") -> None:
+        lines = []
+        for part in text.split("\n"):
+            lead = part[:len(part) - len(part.lstrip())]
+            lines += [part] if len(part) <= self.width else wrap(part.strip(), self.width, first=lead,
+                                                                  rest=lead + "  ")
         with self._lock:
             if self._buffer is not None:
-                self._buffer.append(text)
+                self._buffer.extend(lines)
             else:
-                self.stream.write(text + "\n")
+                self.stream.write("\n".join(lines) + "\n")
                 self.stream.flush()
 
     def stamped(self, text: str) -> None:

@@ -3,7 +3,8 @@ how they run: in order on one lane, except a step marked ``beside``, which start
 step before it on the main lane (step 1) has printed its table and runs beside the steps between;
 its lines are kept and printed when its turn comes. Estimates are what each step took on this
 machine size (2 cores, images built) with one core taken by another process (load average 2–4,
-rounded up); a quiet machine is up to 20 % faster, a busier one slower (README, Quick start)."""
+rounded up); a quiet machine is up to 20 % faster, a busier one slower (bench/HISTORY.md, the demo
+runs)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tabulate import tabulate
+from sparkbench.report import closing
 
 from .console import Printer
 from .play import Played, rel
@@ -37,9 +37,11 @@ def no_report(out: Printer, played: Played, what: str) -> bool:
 
 
 def terminal_table(out: Printer, report: dict) -> None:
-    """The table the play printed (its first line says simulated or real)."""
+    """The compact table the play printed (its first line says simulated or real), to the width."""
     out.line()
-    out.line(indent(report.get("terminal_table") or "(no table)"))
+    for line in closing.wrap(closing.label(report), out.width - 2, rest=""):
+        out.line(indent(line))
+    out.line(indent(closing.compact_table(report, out.width - 2)))
 
 
 def table(out: Printer, report: dict, key: str, drop: tuple[str, ...] = (), title: bool = True) -> bool:
@@ -53,8 +55,7 @@ def table(out: Printer, report: dict, key: str, drop: tuple[str, ...] = (), titl
     out.line()
     if title:
         out.line(f"  {found.get('title') or key}")
-    out.line(indent(tabulate(rows, headers=[found["headers"][i] for i in keep], tablefmt="simple",
-                             disable_numparse=True)))
+    out.line(indent(closing.fit_table([found["headers"][i] for i in keep], rows, out.width - 2)))
     return True
 
 

@@ -1,7 +1,11 @@
 """Command line: ``python3 -m sparkbench.report render RUN_DIR [--baseline RUN_DIR]
 [--fleet-threshold 5] [--bridge-threshold 2.5] [--reference-build NAME] [--profiles DIR]
 [--host-failure HOST=REASON ...] [--expected-host HOST ...] [--missing-host-reason TEXT]
-[--table-format FMT] [--quiet]``.
+[--table-format FMT] [--width N] [--cwd DIR] [--quiet]``.
+
+Without ``--quiet`` it prints the run's closing lines (:mod:`sparkbench.report.closing`: the
+compact table, the answer, where the report is), at most ``--width`` columns (default: COLUMNS,
+else 100) with paths relative to ``--cwd`` (default: the working directory).
 
 Exit status: 0 report written (unreadable result files are listed in the report and on stderr,
 the others are reported); 2 bad usage or input (missing run directory, no result file, bad
@@ -19,6 +23,7 @@ from tabulate import tabulate_formats
 
 from . import drift as drift_mod
 from . import sections
+from .closing import closing_lines, output_width
 from .html_page import render_html
 from .load import Run, RunNotFound, apply_profiles, load_run, result_files
 from .table import redact
@@ -217,6 +222,10 @@ def parser() -> argparse.ArgumentParser:
                         f"(default: {MISSING_HOST_REASON!r})")
     r.add_argument("--table-format", type=_table_format, default="simple", metavar="FMT",
                    help="tabulate format of the terminal table (default simple; github, grid, ...)")
+    r.add_argument("--width", type=int, default=None, metavar="N",
+                   help="the closing lines' width (default: COLUMNS when set, else 100)")
+    r.add_argument("--cwd", default=None, metavar="DIR",
+                   help="print paths relative to DIR (default: the working directory)")
     r.add_argument("--quiet", action="store_true", help="print only the report path")
     return p
 
@@ -233,12 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     for e in out["load_errors"]:
         print(f"{PROG}: skipped {e}", file=sys.stderr)
-    if not args.quiet:
-        print(out["doc"]["terminal_table"])
-        for line in out["summary"]:
-            print(f"- {line}")
-        for c in out["charts"]:
-            if c["path"]:
-                print(f"chart: {c['path']}")
-    print(f"report: {out['paths']['report.html']}")
+    if args.quiet:
+        print(f"report: {out['paths']['report.html']}")
+        return EXIT_OK
+    width = args.width or output_width(sys.stdout)
+    print("\n".join(closing_lines(out["doc"], width, Path(out["paths"]["report.html"]).parent, args.cwd)))
     return EXIT_OK

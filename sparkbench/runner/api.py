@@ -60,6 +60,7 @@ class BenchResult:
     report_html: Path | None = None
     report_error: str | None = None
     summary: list[str] = field(default_factory=list)
+    report_doc: dict | None = None  # the run's results.json content (None without a report)
 
     @property
     def failed_variants(self) -> list[str]:
@@ -243,6 +244,30 @@ def _add_report(result: BenchResult, baseline: str | None) -> dict | None:
         return None
 
 
+def start_playbook(playbook: str | os.PathLike, *, inventory: str | os.PathLike | list | None, limit: str | None,
+                   extravars: dict, handler: Callable[[dict], bool], ident: str, check: bool = False,
+                   verbosity: int = 0, project_dir: str | os.PathLike = REPO_ROOT):
+    """Run ``playbook`` on ansible-runner to the end, its events to ``handler``; returns (the
+    runner, its artifacts folder). One private data dir per run under
+    ``<repo>/.cache/runner/<ident>-<random>`` (``$SPARKBENCH_RUNNER_DIR`` instead of
+    ``<repo>/.cache/runner`` when set). ``check``: ansible-playbook's ``--check``."""
+    import ansible_runner  # imported here so `--help` works without it
+
+    project = Path(project_dir).resolve()
+    pb_path = _playbook_path(project, playbook)
+    inv = _inventory_paths(inventory)
+    private = Path(os.environ.get("SPARKBENCH_RUNNER_DIR") or project / ".cache" / "runner") / \
+        f"{ident}-{secrets.token_hex(3)}"
+    private.mkdir(parents=True, exist_ok=True)
+    kwargs = dict(private_data_dir=str(private), project_dir=str(project), playbook=str(pb_path),
+                  extravars=extravars, limit=limit, envvars=_runner_env(project), event_handler=handler,
+                  suppress_env_files=True, quiet=True, ident="run", verbosity=verbosity or None,
+                  settings={"suppress_ansible_output": True}, cmdline="--check" if check else None)
+    if inv:
+        kwargs["inventory"] = inv if len(inv) > 1 else inv[0]
+    return _run_playbook(ansible_runner, kwargs, private / "artifacts"), private / "artifacts"
+
+
 def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | None = None,
               extravars: dict | None = None, run_id: str | None = None,
               playbook: str | os.PathLike = DEFAULT_PLAYBOOK, results_dir: str | os.PathLike | None = None,
@@ -253,31 +278,18 @@ def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | No
 
     ``inventory``: a path or a list of paths (like repeated ``-i``; default: ansible.cfg's).
     ``results_dir`` (default ``<repo>/results``) is passed as ``bench_results_dir``; ``run_id``
-    (default: UTC time) as ``bench_run_id``. One private data dir per run under
-    ``<repo>/.cache/runner/<run-id>-<random>`` (``$SPARKBENCH_RUNNER_DIR`` instead of
-    ``<repo>/.cache/runner`` when set). ``on_change`` receives every state change.
+    (default: UTC time) as ``bench_run_id``. ``on_change`` receives every state change.
     When ``report`` is true and the run wrote results, the report is rendered (against
-    ``baseline``, a run id or directory, when given)."""
-    import ansible_runner  # imported here so `--help` works without it
-
+    ``baseline``, a run id or directory, when given). A dry run (``--check``) is
+    :func:`sparkbench.runner.playbooks.run_playbook`'s: it plans no measurement to follow."""
     project = Path(project_dir).resolve()
-    pb_path = _playbook_path(project, playbook)
-    inv = _inventory_paths(inventory)
     ev = _bench_extravars(extravars, run_id, results_dir, project)
     run_id = str(ev["bench_run_id"])
-    ident = f"{run_id}-{secrets.token_hex(3)}"
-    private = Path(os.environ.get("SPARKBENCH_RUNNER_DIR") or project / ".cache" / "runner") / ident
-    private.mkdir(parents=True, exist_ok=True)
     prog = progress or Progress(on_change)
     if progress is not None and on_change is not None:
         progress.on_change = on_change
-    kwargs = dict(private_data_dir=str(private), project_dir=str(project), playbook=str(pb_path),
-                  extravars=ev, limit=limit, envvars=_runner_env(project), event_handler=prog.handle,
-                  suppress_env_files=True, quiet=True, ident="run", verbosity=verbosity or None,
-                  settings={"suppress_ansible_output": True})
-    if inv:
-        kwargs["inventory"] = inv if len(inv) > 1 else inv[0]
-    runner = _run_playbook(ansible_runner, kwargs, private / "artifacts")
+    runner, artifacts = start_playbook(playbook, inventory=inventory, limit=limit, extravars=ev, handler=prog.handle,
+                                       ident=run_id, verbosity=verbosity, project_dir=project)
     if not prog.finished:  # no stats event (e.g. the playbook did not parse): close the books anyway
         prog.handle({"event": "playbook_on_stats", "event_data": {}})
     states = prog.snapshot()
@@ -285,17 +297,17 @@ def run_bench(inventory: str | os.PathLike | list | None = None, limit: str | No
     result = BenchResult(run_id=run_id, rc=EXIT_OK, ansible_rc=runner.rc,
                          status=runner.status, states=states, failed_hosts=failed_hosts,
                          notes={h: dict(s.notes) for h, s in prog.hosts.items() if s.notes},
-                         run_dir=Path(ev["bench_results_dir"]) / run_id, artifacts_dir=private / "artifacts")
+                         run_dir=Path(ev["bench_results_dir"]) / run_id, artifacts_dir=artifacts)
     if sum(len(vs) for vs in states.values()) == 0 and runner.rc != 0:  # nothing planned
-        stdout = _tail(private / "artifacts")
-        result.summary.append(f"ansible-playbook exited {runner.rc} before planning any variant: {stdout}")
+        result.summary.append(f"ansible-playbook exited {runner.rc} before planning any variant: {output_tail(artifacts)}")
     rendered = _add_report(result, baseline) if report else None
     # Decided after the report is written, from it (the same policy as bench.yml's report play).
-    result.rc = exit_code(states, failed_hosts, runner.rc, _report_doc(result, rendered))
+    result.report_doc = _report_doc(result, rendered)
+    result.rc = exit_code(states, failed_hosts, runner.rc, result.report_doc)
     return result
 
 
-def _tail(artifacts: Path, n: int = 400) -> str:
+def output_tail(artifacts: Path, n: int = 400) -> str:
     """The last characters of the run's stdout, on one line (for an early playbook failure)."""
     for f in artifacts.glob("*/stdout"):
         text = f.read_text(encoding="utf-8", errors="replace").strip()

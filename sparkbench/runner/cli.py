@@ -1,121 +1,82 @@
-"""``scripts/sparkbench``: bench with live progress, or render a stored run's report."""
+"""``scripts/sparkbench``: one command for every job. The playbook verbs (provision, bench,
+health, serve, teardown) run their playbook on ansible-runner with live progress and end with
+lines that fit the terminal (a bench: the compact table, the answer, where the report is); the
+others read stored runs and models. The parser is :mod:`sparkbench.runner.commands`."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import TextIO
 
-from .api import (
-    EXIT_HOST_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_PLAYBOOK_ERROR,
-    EXIT_USAGE,
-    EXIT_VARIANT_FAILED,
-    BenchResult,
-    UsageError,
-    parse_extravars,
-    run_bench,
-    run_report,
-)
+from ..report.closing import closing_lines, output_width, shown_path, wrap
+from .api import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, BenchResult, UsageError, parse_extravars, run_bench, run_report
+from .commands import parser
+from .playbooks import PlaybookResult, run_playbook
 from .progress import DONE, FAILED, Progress
-from .view import View
+from .tasks import TaskProgress
+from .view import TaskView, View
 
-EPILOG = f"""exit codes (bench.yml follows the same policy: non-zero if and only if a variant or a host
-failed, decided after the report is written; cron and CI can read either):
-  {EXIT_OK}    no variant and no host failed (an incomplete variant keeps its figures and does not fail the run)
-  {EXIT_VARIANT_FAILED}    at least one variant failed (each has a result file with stage, reason, remedy)
-  {EXIT_HOST_FAILED}    a host was unreachable or failed as a whole (listed under "Hosts without results")
-  {EXIT_PLAYBOOK_ERROR}    ansible-playbook failed before/around the variants (syntax, inventory, no hosts)
-  {EXIT_USAGE}    bad command line
-  {EXIT_INTERRUPTED}  interrupted
-secrets: never pass tokens with -e; export HF_TOKEN (or use ansible-vault)."""
+__all__ = ["main", "parser", "summary"]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        self.exit(EXIT_USAGE, f"sparkbench: {message} (see --help)\n")
-
-
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="sparkbench", description="Reproducible vLLM benchmarks on DGX Spark units.",
-                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("bench", help="run bench.yml with live progress, then write the report",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("-i", "--inventory", action="append", help="inventory file or folder, repeatable (default: ansible.cfg's)")
-    b.add_argument("-l", "--limit", help="hosts or groups, as ansible-playbook -l")
-    b.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE",
-                   help="extra variable (repeatable); value parsed as JSON when it is JSON")
-    b.add_argument("--run-id", help="results/<run-id> (default: UTC time YYYYmmddTHHMMSSZ); reuse to resume")
-    b.add_argument("--playbook", default="bench.yml", help="playbook (default: bench.yml)")
-    b.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
-    b.add_argument("--baseline", help="compare the report with this stored run (id or directory)")
-    b.add_argument("--no-report", action="store_true", help="do not render the report at the end")
-    b.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
-    b.add_argument("-v", "--verbose", action="count", default=0, help="ansible verbosity (artifacts only)")
-    r = sub.add_parser("report", help="render a stored run's report (report.md/html, results.csv/json, charts)")
-    r.add_argument("run", help="run id or results/<run-id>")
-    r.add_argument("--baseline", help="run id or directory to compare with (run to run + version bridge)")
-    r.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
-    r.add_argument("--fleet-threshold", type=float, default=5.0, help="flag hosts this %% below the fleet median")
-    r.add_argument("--bridge-threshold", type=float, default=2.5, help="version bridge tolerance in %%")
-    h = sub.add_parser("history", help="a unit's trend over the stored runs (the SQLite index, sparkbench.history)")
-    h.add_argument("host", help="inventory host name, e.g. spark-sim03")
-    h.add_argument("variant", nargs="?", help="one variant (default: every variant of the host)")
-    h.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
-    m = sub.add_parser("profile", help="write a model profile from config.json and the safetensors headers")
-    m.add_argument("model", help="a model folder (a Hugging Face snapshot or a checkpoint), or ORG/NAME on the Hub "
-                                 "(config.json and the shards' headers by range request; HF_TOKEN for gated models)")
-    m.add_argument("--revision", default="main", help="Hub revision: branch, tag or commit (default: main)")
-    m.add_argument("--id", dest="model_id", help="ORG/NAME (default: read from the snapshot path or config.json)")
-    m.add_argument("--profiles-dir", help="where profiles live (default: profiles/ at the repo root)")
-    m.add_argument("--dry-run", action="store_true", help="print the profile instead of writing it")
-    q = sub.add_parser("predict", help="predicted decode tok/s of a model on a unit, before it is downloaded")
-    q.add_argument("model", help="a model id with a profile, a model folder, or ORG/NAME on the Hub (headers only)")
-    q.add_argument("--hardware", help="hardware profile (default: dgx-spark)")
-    q.add_argument("--host", help="an inventory host: calibrate on its measured history and its bandwidth probe")
-    q.add_argument("--args", dest="args_json", help="vLLM flags as JSON, e.g. "
-                   '\'{"kv-cache-dtype": "fp8", "max-model-len": 65536, '
-                   '"speculative-config": {"method": "mtp", "num_speculative_tokens": 3}}\'')
-    q.add_argument("--acceptance", help="MTP acceptance per position, e.g. 0.87,0.69 (default: the model profile's)")
-    q.add_argument("--vllm-version", default="0.25.0", help="vLLM version the prediction is for (default: 0.25.0)")
-    q.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
-    q.add_argument("--profiles-dir", help="where profiles live (default: profiles/ at the repo root)")
-    q.add_argument("--fit-variant", help="a hardware fitted on the unit (x86-cpu): the variant whose result fits it "
-                                         "(default: the host's newest complete result of the model)")
-    q.add_argument("--json", action="store_true", help="print the prediction as JSON")
-    return p
-
-
-def summary(result: BenchResult, out: TextIO) -> None:
-    """The final summary: per host counts, failures with reasons, the report path and the rc."""
-    out.write(f"\nrun {result.run_id}: ansible-playbook {result.status} (rc {result.ansible_rc})\n")
+def summary(result: BenchResult, out: TextIO, width: int | None = None) -> None:
+    """A bench's closing lines: per host counts and failures, the compact table and the answer
+    (:func:`sparkbench.report.closing.closing_lines`), where the report is, and the exit code;
+    every line at most ``width`` columns (default: :func:`output_width` of ``out``)."""
+    width = width or output_width(out)
+    lines = [f"run {result.run_id}: ansible-playbook {result.status} (rc {result.ansible_rc})"]
     for host, states in result.states.items():
         done = sum(1 for s in states.values() if s == DONE)
         failed = [v for v, s in states.items() if s == FAILED]
-        line = f"  {host}: {done}/{len(states)} done"
-        if failed:
-            line += f", failed: {', '.join(failed)}"
+        line = f"{host}: {done}/{len(states)} done" + (f", failed: {', '.join(failed)}" if failed else "")
         if host in result.failed_hosts:
             line += f" — host {result.failed_hosts[host]}"
-        out.write(line + "\n")
+        lines += wrap(line, width, first="  ", rest="      ")
         for v in failed:
             note = result.notes.get(host, {}).get(v)
             if note:
-                out.write(f"      {v}: {note}\n")
+                lines += wrap(f"{v}: {note}", width, first="      ", rest="        ")
     for line in result.summary:
-        out.write(f"  {line}\n")
+        lines += wrap(line, width, first="  ", rest="    ")
+    if result.report_doc is not None and result.report_html:
+        lines += [""] + closing_lines(result.report_doc, width)
     if result.report_html:
-        out.write(f"report: {result.report_html}\n")
+        where = shown_path(result.report_html.parent)
+        lines += wrap(f"report:\xa0{where}/report.html (the full table and the charts; also report.md, results.csv)",
+                      width, rest="  ")
     elif result.report_error:
-        out.write(f"report: not written ({result.report_error})\n")
-    out.write(f"results: {result.run_dir}\nartifacts: {result.artifacts_dir}\nexit code {result.rc}\n")
+        lines += wrap(f"report: not written ({result.report_error})", width, rest="  ")
+    lines += wrap(f"results:\xa0{shown_path(result.run_dir)}", width, rest="  ")
+    lines += wrap(f"artifacts:\xa0{shown_path(result.artifacts_dir)}", width, rest="  ")
+    lines.append(f"exit code {result.rc}")
+    out.write("\n" + "\n".join(lines) + "\n")
 
 
-def history_command(host: str, variant: str | None, results_dir: str | None) -> int:
+def playbook_summary(result: PlaybookResult, out: TextIO, width: int | None = None) -> None:
+    """A playbook verb's closing lines: what the playbook said, per host its outcome, the files it
+    wrote, the exit code; every line at most ``width`` columns."""
+    width = width or output_width(out)
+    lines: list[str] = []
+    hosts = {h for h, _ in result.said}
+    for host, line in result.said:
+        lines += wrap(line, width, first=f"{host}: " if len(hosts) > 1 else "", rest="    ")
+    for host, why in result.failed_hosts.items():
+        lines += wrap(f"{host}: {why}", width, first="✘ ", rest="    ")
+    for u in result.units:
+        if u.get("verdict") != "healthy" and u.get("remedy"):
+            lines += wrap(f"{u.get('host')}: remedy: {u['remedy']}", width, rest="    ")
+    if result.early:
+        lines += wrap(f"ansible-playbook exited {result.ansible_rc} before any host ran: {result.early}", width,
+                      rest="    ")
+    for name, path in result.files.items():
+        lines += wrap(f"{name}:\xa0{shown_path(path)}", width, rest="  ")
+    lines += wrap(f"artifacts:\xa0{shown_path(result.artifacts_dir)}", width, rest="  ")
+    lines.append(f"{result.verb}: ansible-playbook rc {result.ansible_rc}; exit code {result.rc}")
+    out.write("\n" + "\n".join(lines) + "\n")
+
+
+def _history(host: str, variant: str | None, results_dir: str | None) -> int:
     """``sparkbench history HOST [VARIANT]``: one line per run, Δ vs the previous and the first run."""
     from .. import history
     from ..paths import DEFAULT_RESULTS_DIR
@@ -133,6 +94,68 @@ def history_command(host: str, variant: str | None, results_dir: str | None) -> 
     return EXIT_OK
 
 
+def _report(args) -> int:
+    out = run_report(args.run, baseline=args.baseline, results_dir=args.results_dir,
+                     fleet_threshold=args.fleet_threshold, bridge_threshold=args.bridge_threshold)
+    for e in out["load_errors"]:
+        print(f"sparkbench: skipped {e}", file=sys.stderr)
+    print("\n".join(closing_lines(out["doc"], output_width(sys.stdout))))
+    print("\n".join(wrap(f"report:\xa0{shown_path(out['paths']['report.html'])} (the full table and the charts)",
+                          output_width(sys.stdout), rest="  ")))
+    return EXIT_OK
+
+
+def _bench(args) -> int:
+    extravars = parse_extravars(args.extra_vars)
+    if args.check:
+        return _playbook("bench", args, extravars)
+    progress = Progress()
+    view = View(progress, tty=False if args.plain else None)
+    progress.on_change = view.change
+    try:
+        result = run_bench(inventory=args.inventory, limit=args.limit, extravars=extravars, run_id=args.run_id,
+                           playbook=args.playbook, results_dir=args.results_dir, progress=progress,
+                           report=not args.no_report, baseline=args.baseline, verbosity=args.verbose)
+    finally:
+        view.stop()
+    summary(result, sys.stdout)
+    return result.rc
+
+
+def _verb_extravars(args) -> dict:
+    """The extra vars a verb's own options stand for (serve's action and variant, teardown's purge)."""
+    ev = parse_extravars(args.extra_vars)
+    if args.command == "serve":
+        if args.action in ("deploy", "undeploy"):
+            ev["serve_variant"] = args.variant
+            ev["serve_state"] = "present" if args.action == "deploy" else "absent"
+        if args.action == "deploy" and args.run:
+            ev["serve_run"] = args.run
+        if args.action == "deploy" and args.port is not None:
+            ev["serve_port"] = args.port
+        if args.action == "list" and ("serve_variant" in ev or "serve_state" in ev):
+            raise UsageError("serve list takes no serve_variant/serve_state; use serve deploy or serve undeploy")
+    if args.command == "teardown" and args.purge_cache:
+        ev["teardown_purge_cache"] = True
+    return ev
+
+
+def _playbook(verb: str, args, extravars: dict) -> int:
+    """Run a playbook verb with its live view, then its closing lines."""
+    measured = verb == "health" and not args.check
+    progress: Progress | TaskProgress = Progress() if measured else TaskProgress()
+    view = (View if measured else TaskView)(progress, tty=False if args.plain else None)  # type: ignore[operator]
+    try:
+        result = run_playbook(verb, inventory=args.inventory, limit=args.limit, extravars=extravars,
+                              check=args.check, run_id=getattr(args, "run_id", None),
+                              results_dir=getattr(args, "results_dir", None), verbosity=args.verbose,
+                              on_change=view.change)
+    finally:
+        view.stop()
+    playbook_summary(result, sys.stdout)
+    return result.rc
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = parser().parse_args(argv)
@@ -146,28 +169,12 @@ def main(argv: list[str] | None = None) -> int:
                                    args.profiles_dir, args.vllm_version, args.acceptance, args.json,
                                    args.fit_variant)
         if args.command == "history":
-            return history_command(args.host, args.variant, args.results_dir)
+            return _history(args.host, args.variant, args.results_dir)
         if args.command == "report":
-            out = run_report(args.run, baseline=args.baseline, results_dir=args.results_dir,
-                             fleet_threshold=args.fleet_threshold, bridge_threshold=args.bridge_threshold)
-            for e in out["load_errors"]:
-                print(f"sparkbench: skipped {e}", file=sys.stderr)
-            for line in out["summary"]:
-                print(f"- {line}")
-            print(f"report: {out['paths']['report.html']}")
-            return EXIT_OK
-        extravars = parse_extravars(args.extra_vars)
-        progress = Progress()
-        view = View(progress, tty=False if args.plain else None)
-        progress.on_change = view.change
-        try:
-            result = run_bench(inventory=args.inventory, limit=args.limit, extravars=extravars, run_id=args.run_id,
-                               playbook=args.playbook, results_dir=args.results_dir, progress=progress,
-                               report=not args.no_report, baseline=args.baseline, verbosity=args.verbose)
-        finally:
-            view.stop()
-        summary(result, sys.stdout)
-        return result.rc
+            return _report(args)
+        if args.command == "bench":
+            return _bench(args)
+        return _playbook(args.command, args, _verb_extravars(args))
     except UsageError as exc:
         print(f"sparkbench: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -7,7 +7,9 @@ import threading
 import time
 from typing import TextIO
 
+from ..report.closing import output_width
 from .progress import DONE, FAILED, LAUNCHING, MEASURING, WAITING, Change, Progress
+from .tasks import TaskChange, TaskProgress
 
 SYMBOL = {WAITING: "·  waiting", LAUNCHING: "▶  launching", MEASURING: "◆  measuring", DONE: "✔  done",
           FAILED: "✘  failed"}
@@ -76,3 +78,54 @@ class View:
         with self._lock:
             if self.tty:
                 self._draw()
+
+
+#: the task Ansible runs first in a role with an argument spec (not a step worth a line)
+ARG_SPEC_TASK = "Validating arguments against arg spec"
+
+
+def task_table(progress: TaskProgress, elapsed_s: float) -> str:
+    """One line per host: the task it is in and its counts (a playbook without variants)."""
+    snap = progress.snapshot()
+    if not snap:
+        return f"sparkbench: starting the playbook… ({elapsed_s:.0f} s)"
+    hw = max(len(h) for h in snap) + 2
+    lines = []
+    for host, s in snap.items():
+        state = (f"✘  unreachable: {s.unreachable}" if s.unreachable else f"✘  {s.failed}" if s.failed
+                 else f"▶  {s.task}")
+        c = s.counts
+        lines.append(f"{host.ljust(hw)}{state}  ({c['ok']} ok · {c['changed']} changed · {c['failed']} failed)")
+    lines.append(f"\n{elapsed_s:.0f} s")
+    return "\n".join(lines)
+
+
+class TaskView(View):
+    """A :class:`TaskProgress` view: on a TTY the redrawn per-host lines, otherwise a line per task
+    a host starts and per failure."""
+
+    def __init__(self, progress: TaskProgress, stream: TextIO | None = None, tty: bool | None = None) -> None:
+        super().__init__(progress, stream, tty)  # type: ignore[arg-type]
+        self.width = output_width(self.stream)
+
+    def change(self, change: TaskChange) -> None:  # type: ignore[override]
+        host, task, outcome = change
+        with self._lock:
+            if self.tty:
+                if time.monotonic() - self._last_draw >= 0.25 or outcome in ("failed", "unreachable"):
+                    self._draw()
+            elif outcome in ("failed", "unreachable") or (outcome == "start" and not task.startswith(ARG_SPEC_TASK)):
+                t = time.monotonic() - self.start
+                said = task if outcome == "start" else f"{task}: {outcome}"
+                line = f"[{t:6.1f}s] {host}: {said}"
+                self.stream.write((line if len(line) <= self.width else line[:self.width - 1] + "…") + "\n")
+                self.stream.flush()
+
+    def _draw(self) -> None:
+        text = task_table(self.progress, time.monotonic() - self.start)  # type: ignore[arg-type]
+        if self._last_lines:
+            self.stream.write(f"\x1b[{self._last_lines}F\x1b[J")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        self._last_lines = text.count("\n") + 1
+        self._last_draw = time.monotonic()

@@ -1,0 +1,98 @@
+"""The playbook verbs of scripts/sparkbench beside bench: provision, serve, teardown (and bench
+--check) run their playbooks through ansible-runner on a simulated unit with live progress, say
+what the playbook said, keep every closing line within COLUMNS, and exit with the runner's codes
+(2 for an unreachable unit). Dry runs and read-only verbs only: nothing is started on the unit."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkbench.runner import EXIT_HOST_FAILED, EXIT_OK, EXIT_USAGE
+
+from helpers import REPO
+
+pytestmark = pytest.mark.ansible
+
+CLI = REPO / "scripts" / "sparkbench"
+UNIT = "spark-sim02"
+
+
+def cli(*args: str, columns: int = 100, tmp: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": str(columns), "SPARKBENCH_RUNNER_DIR": str(tmp / "runner")}
+    return subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=REPO)
+
+
+def closing(out: str) -> list[str]:
+    """The lines after the progress lines (from the first blank line on)."""
+    lines = out.splitlines()
+    return lines[lines.index(""):] if "" in lines else lines
+
+
+def fits(out: str, width: int = 100) -> list[str]:
+    """The lines wider than ``width``, but for "label: PATH" lines whose path alone is that long (the
+    runner's artifacts under the test's temporary folder): a path is never broken."""
+    return [line for line in out.splitlines() if len(line) > width
+            and not (len(line.split()) == 2 and line.split()[1].startswith("/"))]
+
+
+def test_provision_check_probes_and_says_what_the_unit_has(tmp_path: Path) -> None:
+    proc = cli("provision", "--check", "-l", UNIT, tmp=tmp_path)
+    assert proc.returncode == EXIT_OK, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert f"{UNIT}: Provision | summary" in proc.stdout  # a progress line per task the unit starts
+    said = "\n".join(closing(proc.stdout))
+    assert "images: sparkbench/vllm-sim:v0.25.0" in said and "Docker" in said
+    assert said.rstrip().endswith("provision: ansible-playbook rc 0; exit code 0")
+    assert not fits(proc.stdout), fits(proc.stdout)
+
+
+def test_bench_check_prints_the_plan_and_memory_plan_without_starting_anything(tmp_path: Path) -> None:
+    before = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=sparkbench-vllm-{UNIT}"],
+                            capture_output=True, text=True).stdout
+    proc = cli("bench", "--check", "-l", UNIT, tmp=tmp_path)
+    assert proc.returncode == EXIT_OK, proc.stdout[-3000:] + proc.stderr[-2000:]
+    said = "\n".join(closing(proc.stdout))
+    assert "Dry run (--check): nothing was started or measured" in said and "docker run -d --name" in said
+    assert not fits(proc.stdout), fits(proc.stdout)
+    after = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=sparkbench-vllm-{UNIT}"],
+                           capture_output=True, text=True).stdout
+    assert before == after
+
+
+def test_serve_list_and_teardown_check_read_and_touch_nothing(tmp_path: Path) -> None:
+    listed = cli("serve", "list", "-l", UNIT, tmp=tmp_path)
+    assert listed.returncode == EXIT_OK, listed.stdout[-3000:] + listed.stderr[-2000:]
+    assert f"{UNIT}: no resident" in listed.stdout or f"{UNIT}: " in "\n".join(closing(listed.stdout))
+    torn = cli("teardown", "--check", "-l", UNIT, tmp=tmp_path, columns=80)
+    assert torn.returncode == EXIT_OK, torn.stdout[-3000:] + torn.stderr[-2000:]
+    said = " ".join(" ".join(closing(torn.stdout)).split())
+    # the per-folder lines of a debug task with a loop, not Ansible's "All items completed"
+    assert "Hugging Face cache (model weights):" in said and "kept" in said and "All items completed" not in said
+    assert not fits(torn.stdout, 80), fits(torn.stdout, 80)
+
+
+def test_an_unreachable_unit_exits_2_naming_it(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("sparks:\n  hosts:\n    unit-down:\n      ansible_connection: ssh\n      ansible_host: 127.0.0.1\n"
+                   "      ansible_port: 1\n      ansible_ssh_common_args: >-\n"
+                   "        -o ConnectTimeout=3 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null\n")
+    proc = cli("teardown", "-i", str(inv), tmp=tmp_path)
+    assert proc.returncode == EXIT_HOST_FAILED, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "✘ unit-down: unreachable" in proc.stdout and proc.stdout.rstrip().endswith("exit code 2")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["serve", "deploy"], "the following arguments are required: variant"),
+    (["serve", "list", "-e", "serve_state=absent"], "serve list takes no serve_variant/serve_state"),
+    (["teardown", "-e", "hf_token=x"], "secrets are not passed as extra vars"),
+    (["health", "--run-id", "../x"], "--run-id '../x': use letters"),
+])
+def test_bad_command_lines_exit_4_before_any_playbook_runs(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = cli(*args, tmp=tmp_path)
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "runner").exists()

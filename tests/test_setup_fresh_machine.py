@@ -1,0 +1,113 @@
+"""The setup on a machine where a Docker engine already answers but a Debian package the setup
+uses is missing: ``scripts/build_base_image.sh`` checks for debootstrap itself (not only when the
+engine had to be installed), installs it as root or names the ``apt-get install`` line otherwise,
+and builds the image.
+
+The machine is left as it is: debootstrap is hidden from ``PATH`` by a shim folder (every other
+program of the folders that hold it stays reachable), ``apt-get`` is a shim that records its
+arguments and "installs" debootstrap by linking the real one into that folder, and the image gets
+a throw-away name that is removed at the end.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+
+pytestmark = pytest.mark.sim
+
+SCRIPT = REPO_ROOT / "scripts" / "build_base_image.sh"
+
+APT_SHIM = """#!/bin/sh
+# apt-get as the test sees it: records each call; "install ... debootstrap" puts the real one on PATH.
+echo "$*" >> "{log}"
+case " $* " in
+  *" install "*" debootstrap "*|*" install "*" debootstrap") ln -sf "{real}" "{shim}/debootstrap" ;;
+esac
+exit 0
+"""
+
+
+def _docker_answers() -> bool:
+    return shutil.which("docker") is not None and subprocess.run(
+        ["docker", "info"], capture_output=True).returncode == 0
+
+
+def _hidden_path(tmp_path: Path, hide: str) -> tuple[Path, str]:
+    """A shim folder and a PATH on which ``hide`` is not found: the PATH folders that hold it are
+    replaced by the shim folder, which links every other program of theirs."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    kept: list[str] = []
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if d and (Path(d) / hide).exists():
+            for prog in Path(d).iterdir():
+                if prog.name != hide and not (shim / prog.name).exists():
+                    (shim / prog.name).symlink_to(prog)
+        elif d:
+            kept.append(d)
+    return shim, os.pathsep.join([str(shim), *kept])
+
+
+@pytest.fixture
+def no_debootstrap(tmp_path: Path):
+    """(env, shim folder, apt-get log): debootstrap is off PATH, apt-get is the recording shim."""
+    real = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
+    if real is None:
+        pytest.fail("debootstrap is not installed on this machine: `make setup` builds the base image with it "
+                    "(scripts/build_base_image.sh installs it); run make setup first")
+    shim, path = _hidden_path(tmp_path, "debootstrap")
+    log = tmp_path / "apt-get.log"
+    (shim / "apt-get").unlink(missing_ok=True)
+    (shim / "apt-get").write_text(APT_SHIM.format(log=log, real=real, shim=shim))
+    (shim / "apt-get").chmod(0o755)
+    env = {**os.environ, "PATH": path}
+    assert subprocess.run(["sh", "-c", "command -v debootstrap"], env=env, capture_output=True).returncode != 0
+    return env, shim, log
+
+
+@pytest.fixture
+def throwaway_image():
+    name = f"sparkbench-test/debian-base:fresh-{secrets.token_hex(4)}"
+    yield name
+    subprocess.run(["docker", "image", "rm", "-f", name], capture_output=True)
+
+
+def test_base_image_builds_where_docker_runs_and_debootstrap_is_missing(no_debootstrap, throwaway_image) -> None:
+    """As root with the engine answering: the script asks apt-get for debootstrap, then builds."""
+    if os.geteuid() != 0:
+        pytest.fail("make test runs as root (it installs the setup's Debian packages); run it as root")
+    assert _docker_answers(), "no Docker engine answers: make test starts one (scripts/setup_docker_engine.sh)"
+    env, shim, log = no_debootstrap
+    out = subprocess.run([str(SCRIPT), throwaway_image], env=env, capture_output=True, text=True, timeout=540)
+    assert out.returncode == 0, out.stderr[-3000:]
+    calls = log.read_text().splitlines()
+    assert any(c.split()[:1] != ["update"] and "install" in c.split() and "debootstrap" in c.split() for c in calls), \
+        calls
+    assert "installing debootstrap" in out.stderr and "installed debootstrap" in out.stderr, out.stderr
+    inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", throwaway_image],
+                             capture_output=True, text=True)
+    assert inspect.returncode == 0, f"{throwaway_image} was not built: {inspect.stderr}"
+    # The image is the Debian root file system it claims: python3 runs in it.
+    ran = subprocess.run(["docker", "run", "--rm", "--network", "none", throwaway_image, "python3", "-c",
+                          "import sys; print(sys.version_info[0])"], capture_output=True, text=True, timeout=120)
+    assert ran.stdout.strip() == "3", ran.stderr
+
+
+def test_not_root_names_the_apt_get_line_and_builds_nothing(no_debootstrap, throwaway_image, tmp_path: Path) -> None:
+    """Not root: nothing is installed, the message names the package and the line, exit 1."""
+    env, shim, log = no_debootstrap
+    (shim / "id").unlink(missing_ok=True)
+    (shim / "id").write_text('#!/bin/sh\n[ "$1" = "-u" ] && { echo 1000; exit 0; }\nexec /usr/bin/id "$@"\n')
+    (shim / "id").chmod(0o755)
+    out = subprocess.run([str(SCRIPT), throwaway_image], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "sudo apt-get install -y debootstrap" in out.stderr, out.stderr
+    assert not log.exists(), "apt-get ran although the script was not root"
+    assert subprocess.run(["docker", "image", "inspect", throwaway_image], capture_output=True).returncode != 0
