@@ -50,7 +50,7 @@ $(VENV)/.zipcache: $(VENV)/.installed-runtime sparkbench/zipcache.py
 	@touch $@
 
 $(VENV)/.installed-runtime: requirements.txt pyproject.toml
-	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(VPY) || { scripts/setup_python.sh $(PYTHON) && $(PYTHON) -m venv $(VENV); }
 	@echo "setup: installing sparkbench's runtime packages into $(VENV) (first time: 1-3 minutes)"
 	@sed '/^# --- tests and lint/,$$d' requirements.txt > $(VENV)/requirements-runtime.txt
 	@$(VPY) -m pip install -q --no-compile --disable-pip-version-check -r $(VENV)/requirements-runtime.txt

@@ -112,13 +112,18 @@ def _mem_gib() -> float:
     return mem_gib
 
 
+def _load_average() -> float | None:
+    """The 1-minute load average (None where the OS has none)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
 def machine_facts() -> str:
     """One line: CPU count, CPU model, memory, Python and OS (what the figures depend on)."""
-    load = ""
-    try:
-        load = " · load avg %.2f" % os.getloadavg()[0]
-    except OSError:
-        pass
+    avg = _load_average()
+    load = "" if avg is None else " · load avg %.2f" % avg
     return (f"{os.cpu_count()} CPU cores ({_cpu_model()}) · {_mem_gib():.0f} GiB RAM · "
             f"Python {platform.python_version()} · {platform.system()} {platform.release()}{load}")
 
@@ -136,11 +141,8 @@ def machine_line(when: str | None = None, commit: str | None = None) -> str:
     """
     cpu = re.sub(r"\((R|TM)\)", "", _cpu_model())
     cpu = re.sub(r"\s+", " ", re.sub(r"\s(Processor|CPU)\b", " ", cpu)).strip()
-    load = ""
-    try:
-        load = ", load average %.2f" % os.getloadavg()[0]
-    except OSError:
-        pass
+    avg = _load_average()
+    load = "" if avg is None else ", load average %.2f" % avg
     return (f"{os.cpu_count()} CPU cores ({cpu}), {_mem_gib():.0f} GiB RAM, Python "
             f"{platform.python_version()}; {when or utc_now()}, commit `{commit or git_commit()}`{load}.")
 

@@ -35,7 +35,7 @@ import sys
 from datetime import datetime, timezone
 
 from demo import plan
-from demo.console import Clock, minutes
+from demo.console import Clock, Printer, minutes
 from demo.pieces import missing_sim_images
 
 from sparkbench.runner import UsageError, parse_extravars
@@ -64,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run_id = args.run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     clock = Clock()
-    print(f"make demo: {len(steps)} of {len(plan.STEPS)} steps, run {run_id} (results/{run_id}*/); the plan:")
+    out = Printer(clock)  # every line within the terminal's width (COLUMNS, else 100)
+    out.line(f"make demo: {len(steps)} of {len(plan.STEPS)} steps, run {run_id} (results/{run_id}*/); the plan:")
     for line in plan.plan_lines(steps, args.serial):
-        print(line)
+        out.line(line)
     try:
         status = plan.run(steps, plan.Context(run_id=run_id, extra=extra), clock, serial=args.serial)
     except KeyboardInterrupt:
@@ -74,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
               "playbooks/teardown.yml -l sim_sparks,sim_pair,cpu-real01 removes them", file=sys.stderr)
         return 130
     failed = [s for s in steps if status.get(s.key, 1) != 0]
-    print()
-    print(f"demo: done in {clock.stamp()} (the plan said {minutes(plan.total_s(steps, args.serial))}); "
-          + ("every step succeeded" if not failed else
-             f"step(s) {', '.join(plan.number(s) for s in failed)} did not succeed (see above)"))
+    out.line()
+    out.line(f"demo: done in {clock.stamp()} (the plan said {minutes(plan.total_s(steps, args.serial))}); "
+             + ("every step succeeded" if not failed else
+                f"step(s) {', '.join(plan.number(s) for s in failed)} did not succeed (see above)"))
     return next((status[s.key] or 1 for s in failed), 0)
 
 

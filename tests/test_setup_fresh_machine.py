@@ -111,3 +111,23 @@ def test_not_root_names_the_apt_get_line_and_builds_nothing(no_debootstrap, thro
     assert "sudo apt-get install -y debootstrap" in out.stderr, out.stderr
     assert not log.exists(), "apt-get ran although the script was not root"
     assert subprocess.run(["docker", "image", "inspect", throwaway_image], capture_output=True).returncode != 0
+
+
+def test_a_python_without_venv_names_its_debian_package(tmp_path: Path) -> None:
+    """make venv's check: a python3 that cannot create a venv (Debian's without python3-venv)
+    gets the package named for its version, before any venv is made (not root here)."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    real = shutil.which("python3")
+    (shim / "python3").write_text(f'#!/bin/sh\ncase "$*" in *ensurepip*) exit 1 ;; esac\nexec {real} "$@"\n')
+    (shim / "id").write_text('#!/bin/sh\n[ "$1" = "-u" ] && { echo 1000; exit 0; }\nexec /usr/bin/id "$@"\n')
+    for f in shim.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"}
+    out = subprocess.run([str(REPO_ROOT / "scripts" / "setup_python.sh"), "python3"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    minor = subprocess.run([real, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                           text=True).stdout.strip()
+    assert out.returncode == 1, out.stderr
+    assert f"sudo apt-get install -y python{minor}-venv" in out.stderr, out.stderr
+    assert subprocess.run([str(REPO_ROOT / "scripts" / "setup_python.sh"), real], capture_output=True).returncode == 0

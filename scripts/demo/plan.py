@@ -119,11 +119,12 @@ def total_s(steps: list[Step], serial: bool) -> int:
 def plan_lines(steps: list[Step], serial: bool) -> list[str]:
     """The plan printed up front: each step with its estimate and the first builds it waits for."""
     lines = []
+    pad = max(len(minutes(s.estimate_s)) for s in steps)
     for s in steps:
         note = "".join(f" + {minutes(p.first_build_s)} to build {p.image} first (once)" for p in _first_builds(s))
         if _runs_beside(s, steps, serial):
             note += " (runs beside the steps before it)"
-        lines.append(f"  step {number(s)}  {s.title:<86} {minutes(s.estimate_s)}{note}")
+        lines.append(f"  step {number(s)}  {minutes(s.estimate_s):<{pad}}  {s.title}{note}")
     return lines + [f"  in all {minutes(total_s(steps, serial))} here (2 cores, one taken by other work; images built "
                     f"unless said above); every figure is SIMULATED except step {len(STEPS)}'s"]
 

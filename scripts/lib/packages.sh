@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Debian packages a setup script needs, checked by the command each one provides. Sourced by the
-# scripts under scripts/ that use a Debian package (the Docker engine, debootstrap, Chromium, sshd,
-# sudo).
+# scripts under scripts/ that use a Debian package (Python's venv, the Docker engine, debootstrap,
+# Chromium, sshd, sudo).
 #
 #   need_packages SAY COMMAND:PACKAGE...
 #       For each pair whose COMMAND is not found (on PATH, or at COMMAND when it is a path), the
@@ -32,31 +32,39 @@ need_packages() {
     fi
   done
   [ "${#missing[@]}" -eq 0 ] && return 0
-  if [ "$(id -u)" -ne 0 ]; then
-    "$say" "missing: ${missing[*]} (for ${cmds[*]}); install with: sudo apt-get install -y ${missing[*]}"
-    return 1
-  fi
-  "$say" "installing ${missing[*]} (for ${cmds[*]}) from the configured Debian mirror"
-  local flags log
-  read -r -a flags <<<"${PKG_APT_FLAGS---no-install-recommends}"
-  log=$(mktemp /tmp/sparkbench-apt.XXXXXX.log)
-  export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
-  if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null \
-      || ! apt-get install -y -q -o DPkg::Lock::Timeout=300 ${flags[@]+"${flags[@]}"} "${missing[@]}" >"$log" 2>&1; then
-    if ! { apt-get update -q >"$log" 2>&1 &&
-           apt-get install -y -q -o DPkg::Lock::Timeout=300 ${flags[@]+"${flags[@]}"} "${missing[@]}" >>"$log" 2>&1; }; then
-      "$say" "apt-get install ${missing[*]} failed; last lines:"
-      tail -n 15 "$log" >&2
-      rm -f "$log"
-      return 1
-    fi
-  fi
-  rm -f "$log"
+  install_packages "$say" "for ${cmds[*]}" "${missing[@]}" || return 1
   for cmd in "${cmds[@]}"; do
     if ! _pkg_has "$cmd"; then
       "$say" "${cmd} is still not found after installing ${missing[*]}; check PATH (it holds: $PATH)"
       return 1
     fi
   done
-  "$say" "installed ${missing[*]}"
+}
+
+#   install_packages SAY WHY PACKAGE...
+#       Install the PACKAGEs (missing for the reason WHY) as root; not root, SAY names the
+#       `apt-get install` line and the function returns 1.
+install_packages() {
+  local say=$1 why=$2 flags log
+  shift 2
+  if [ "$(id -u)" -ne 0 ]; then
+    "$say" "missing: $* ($why); install with: sudo apt-get install -y $*"
+    return 1
+  fi
+  "$say" "installing $* ($why) from the configured Debian mirror"
+  read -r -a flags <<<"${PKG_APT_FLAGS---no-install-recommends}"
+  log=$(mktemp /tmp/sparkbench-apt.XXXXXX.log)
+  export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
+  if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null \
+      || ! apt-get install -y -q -o DPkg::Lock::Timeout=300 ${flags[@]+"${flags[@]}"} "$@" >"$log" 2>&1; then
+    if ! { apt-get update -q >"$log" 2>&1 &&
+           apt-get install -y -q -o DPkg::Lock::Timeout=300 ${flags[@]+"${flags[@]}"} "$@" >>"$log" 2>&1; }; then
+      "$say" "apt-get install $* failed; last lines:"
+      tail -n 15 "$log" >&2
+      rm -f "$log"
+      return 1
+    fi
+  fi
+  rm -f "$log"
+  "$say" "installed $*"
 }

@@ -19,7 +19,7 @@ wheelhouse_fill() {
   [ -f "$dir/.complete" ] && return 0
   python=$(command -v python3)
   if ! "$python" -m pip --version >/dev/null 2>&1; then
-    "$say" "python3 -m pip is not available on this host; install pip first"; return 1
+    "$say" "python3 -m pip is not available on this host; install it (Debian: sudo apt-get install -y python3-pip)"; return 1
   fi
   py_minor=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   img_minor=$(docker run --rm --entrypoint python3 "$base" -c 'import sys; print("%d.%d" % sys.version_info[:2])')

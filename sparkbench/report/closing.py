@@ -143,6 +143,14 @@ def _longest_word(cells: list[str]) -> int:
     return max((len(w) for c in cells for w in str(c).split()), default=1)
 
 
+def _wrapped(rows: list[list[str]], caps: list[int | None]) -> list[list[str]]:
+    """Each cell wrapped to its column's cap (a multi-line cell), never inside a word: a hyphenated
+    name (``nvidia-mtp2``) or a path stays whole."""
+    return [[cell if cap is None else "\n".join(textwrap.wrap(str(cell), cap, break_on_hyphens=False,
+                                                               break_long_words=False) or [""])
+             for cell, cap in zip(row, caps)] for row in rows]
+
+
 def fit_table(headers: list[str], rows: list[list[str]], width: int) -> str:
     """``rows`` as a simple text table at most ``width`` columns wide where the cells allow: the
     widest column wraps inside itself, a little at a time and never inside a word, until the table
@@ -162,7 +170,9 @@ def fit_table(headers: list[str], rows: list[list[str]], width: int) -> str:
         second = max((drawn[i] for i in range(len(drawn)) if i != widest), default=0)
         step = max(1, min(over, drawn[widest] - max(floor[widest], second)))
         caps[widest] = drawn[widest] - step
-        text = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True, maxcolwidths=caps)
+        heads = [h if cap is None else "\n".join(textwrap.wrap(h, cap, break_long_words=False) or [h])
+                 for h, cap in zip(headers, caps)]
+        text = tabulate(_wrapped(rows, caps), headers=heads, tablefmt="simple", disable_numparse=True)
     return text
 
 
