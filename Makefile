@@ -4,6 +4,7 @@
 #                the Debian base image, the simulator images, headless Chromium (report tests) and
 #                Debian's openssh-server and sudo (the SSH test units; no system sshd is started).
 #                Idempotent: seconds when done.
+#   make check   ruff and the unit layer (no Docker, no server): seconds, after each change.
 #   make test    setup + the whole suite (pytest, ruff, ansible-lint, Molecule). What CI runs.
 #   make demo    the seed's matrix on one simulated Spark first (its table within minutes), then
 #                quality/image, the fleet and its health, the v0.24 -> v0.25 bridge, two Sparks
@@ -28,11 +29,11 @@ unexport PYTHONDONTWRITEBYTECODE
 # Molecule and ansible-lint must never try to reach Galaxy.
 export ANSIBLE_GALAXY_DISABLE_GPG_VERIFY := 1
 
-.PHONY: help setup venv venv-runtime docker sim-images images chromium ssh-units demo-setup test pytest lint \
+.PHONY: help setup venv venv-runtime docker sim-images images chromium ssh-units demo-setup check test pytest lint \
         molecule demo bench clean
 
 help:
-	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
 
 setup: venv docker images chromium ssh-units
 
@@ -83,6 +84,12 @@ ssh-units:
 
 test: setup
 	@$(MAKE) --no-print-directory pytest lint molecule
+
+# The developer's inner loop: ruff and the unit layer on two workers (no subprocess, server or
+# Docker: tests/conftest.py fails a unit test that starts one).
+check: venv
+	ruff check .
+	$(VPY) -m pytest -q -m unit -n 2 -p no:cacheprovider tests
 
 # Workers: pytest runs on four pytest-xdist workers, a file (or a group in tests/conftest.py that
 # shares a server) on one worker; on 2 cores the suite is CPU-bound, so four keep both cores busy

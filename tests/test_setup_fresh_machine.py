@@ -131,3 +131,20 @@ def test_a_python_without_venv_names_its_debian_package(tmp_path: Path) -> None:
     assert out.returncode == 1, out.stderr
     assert f"sudo apt-get install -y python{minor}-venv" in out.stderr, out.stderr
     assert subprocess.run([str(REPO_ROOT / "scripts" / "setup_python.sh"), real], capture_output=True).returncode == 0
+
+
+def test_need_packages_finds_a_data_file_and_installs_nothing_present(tmp_path: Path) -> None:
+    """A package checked by a file it ships (a font) counts as present when the file exists, even
+    though it is not a program; nothing present reaches apt-get."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "apt-get").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "apt.log"}\nexit 1\n')
+    (shim / "apt-get").chmod(0o755)
+    font = tmp_path / "DejaVuSans.ttf"
+    font.write_text("not a program")
+    script = (f'. {REPO_ROOT / "scripts" / "lib" / "packages.sh"}; say() {{ echo "$*" >&2; }}; '
+              f'need_packages say {font}:fonts-dejavu-core sh:dash')
+    out = subprocess.run(["bash", "-c", script], env={**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"},
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert not (tmp_path / "apt.log").exists()

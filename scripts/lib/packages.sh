@@ -4,7 +4,7 @@
 # Chromium, sshd, sudo).
 #
 #   need_packages SAY COMMAND:PACKAGE...
-#       For each pair whose COMMAND is not found (on PATH, or at COMMAND when it is a path), the
+#       For each pair whose COMMAND is not found (on PATH, or a file at COMMAND when it is a path), the
 #       PACKAGE is missing. As root the missing packages are installed from the configured Debian
 #       mirror (apt-get update first when the package lists are empty or the install fails), and
 #       each COMMAND must then be found. Not root: SAY names the `apt-get install` line and the
@@ -15,7 +15,7 @@
 
 _pkg_has() {
   case $1 in
-    /*) [ -x "$1" ] ;;
+    /*) [ -e "$1" ] ;;
     *) command -v "$1" >/dev/null 2>&1 ;;
   esac
 }
