@@ -63,5 +63,8 @@ class ActionModule(ControllerAction):
                                                      else health_mod.DEFAULT_FLOOR_PCT))
         paths = health_mod.write(results_dir / run_id, judgement, run_id)
         history_mod.ensure(results_dir)  # index this run's verdicts now
+        # The fact bench_health_verdict: the run's verdict is decided (the runner's live view reads
+        # the play's failing on it as the verdict, not as a failure of the host it ran on).
         return {"changed": True, "lines": judgement["lines"], "unhealthy": judgement["unhealthy"],
-                "paths": paths, "judgement": judgement}
+                "paths": paths, "judgement": judgement,
+                "ansible_facts": {"bench_health_verdict": {"unhealthy": judgement["unhealthy"]}}}

@@ -18,13 +18,27 @@ from helpers import REPO
 pytestmark = pytest.mark.ansible
 
 CLI = REPO / "scripts" / "sparkbench"
-UNIT = "spark-sim02"
+#: a simulated unit of these tests' own (no other test names its containers): the project's
+#: inventory plus this host in sim_sparks
+UNIT = "verbs-sim01"
+UNIT_INVENTORY = f"""
+all:
+  children:
+    sparks:
+      children:
+        sim_sparks:
+          hosts:
+            {UNIT}: {{vllm_server_port: 18951}}
+"""
 
 
 def cli(*args: str, columns: int = 100, tmp: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": str(columns), "SPARKBENCH_RUNNER_DIR": str(tmp / "runner")}
-    return subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=REPO)
+    inv = tmp / "verbs-inventory.yml"
+    inv.write_text(UNIT_INVENTORY)
+    unit = ["-i", str(REPO / "inventory"), "-i", str(inv)] if "-l" in args else []
+    return subprocess.run([sys.executable, str(CLI), *args, *unit], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=REPO)
 
 
 def closing(out: str) -> list[str]:
@@ -96,3 +110,31 @@ def test_bad_command_lines_exit_4_before_any_playbook_runs(tmp_path: Path, args:
     assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "runner").exists()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("verdicts, code", [(["healthy", "healthy"], EXIT_OK), (["healthy", "slow"], 1),
+                                            (["slow", "failed"], EXIT_HOST_FAILED)])
+def test_health_exit_code_comes_from_health_json(tmp_path: Path, verdicts: list[str], code: int) -> None:
+    import json
+
+    from sparkbench.runner.playbooks import _health_outcome
+
+    units = [{"host": f"u{i}", "verdict": v} for i, v in enumerate(verdicts)]
+    (tmp_path / "health.json").write_text(json.dumps({"units": units, "lines": ["…"]}))
+    rc, doc = _health_outcome(tmp_path)
+    assert rc == code and doc["units"] == units
+    assert _health_outcome(tmp_path / "nowhere") == (None, {})
+
+
+@pytest.mark.unit
+def test_the_health_verdicts_failing_task_is_not_a_failure_of_the_host_it_ran_on() -> None:
+    from sparkbench.runner.progress import Progress
+
+    p = Progress()
+    ok = {"event": "runner_on_ok", "event_data": {"host": "u1", "res": {
+        "ansible_facts": {"bench_health_verdict": {"unhealthy": 1}}}}}
+    failed = {"event": "runner_on_failed", "event_data": {"host": "u1", "task": "Health | fail", "res": {"msg": "1"}}}
+    for ev in (ok, failed, {"event": "playbook_on_stats", "event_data": {"failures": {"u1": 1}}}):
+        p.handle(ev)
+    assert p.failed_hosts() == {}

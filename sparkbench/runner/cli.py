@@ -58,9 +58,9 @@ def playbook_summary(result: PlaybookResult, out: TextIO, width: int | None = No
     wrote, the exit code; every line at most ``width`` columns."""
     width = width or output_width(out)
     lines: list[str] = []
-    hosts = {h for h, _ in result.said}
+    hosts = {h for h, _ in result.said if h}
     for host, line in result.said:
-        lines += wrap(line, width, first=f"{host}: " if len(hosts) > 1 else "", rest="    ")
+        lines += wrap(line, width, first=f"{host}: " if host and len(hosts) > 1 else "", rest="    ")
     for host, why in result.failed_hosts.items():
         lines += wrap(f"{host}: {why}", width, first="✘ ", rest="    ")
     for u in result.units:

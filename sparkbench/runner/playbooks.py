@@ -63,16 +63,16 @@ def _health_extravars(extravars: dict, run_id: str | None, results_dir: str | os
     return ev
 
 
-def _health_outcome(run_dir: Path) -> tuple[int | None, list[dict]]:
-    """(exit code, units) from the run's health.json; (None, []) when it was not written."""
+def _health_outcome(run_dir: Path) -> tuple[int | None, dict]:
+    """(exit code, the health document) from the run's health.json; (None, {}) when it was not
+    written."""
     try:
         doc = json.loads((run_dir / "health.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None, []
-    units = list(doc.get("units") or [])
-    verdicts = {u.get("verdict") for u in units}
+        return None, {}
+    verdicts = {u.get("verdict") for u in doc.get("units") or []}
     rc = EXIT_HOST_FAILED if "failed" in verdicts else EXIT_VARIANT_FAILED if "slow" in verdicts else EXIT_OK
-    return rc, units
+    return rc, doc
 
 
 def run_playbook(verb: str, *, inventory=None, limit: str | None = None, extravars: dict | None = None,
@@ -107,8 +107,14 @@ def run_playbook(verb: str, *, inventory=None, limit: str | None = None, extrava
         out.early = output_tail(artifacts)
     if measured:
         run_dir = Path(ev["bench_results_dir"]) / str(ev["bench_run_id"])
-        rc, out.units = _health_outcome(run_dir)
+        rc, judged = _health_outcome(run_dir)
         if rc is not None:
+            # what health.json says is the outcome: a verdict line per unit (the play's last task
+            # fails the run on one unit's behalf; that is the verdict, not a failure of that unit)
+            out.units = list(judged.get("units") or [])
+            out.said = [("", str(line)) for line in judged.get("lines") or []]
+            judged_hosts = {u.get("host") for u in out.units}
+            out.failed_hosts = {h: why for h, why in failed.items() if h not in judged_hosts}
             out.files = {"health.md": run_dir / "health.md", "health.json": run_dir / "health.json"}
             out.rc = rc
             return out

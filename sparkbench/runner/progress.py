@@ -11,8 +11,8 @@ unreachable or fails outside a variant's rescue marks its unfinished variants fa
 host bench.yml recorded as failed and ended (the fact ``bench_host_failure``,
 ``sparkbench.host_failure``: its ``summary`` is the host's reason). The report play's last task
 fails the run when a variant or a host failed (after the fact ``bench_run_outcome``,
-``sparkbench.runner.outcome``): that failure is the run's verdict, not a failure of the host it
-ran on.
+``sparkbench.runner.outcome``), and health.yml's when a unit is slow or failed (after the fact
+``bench_health_verdict``): that failure is the run's verdict, not a failure of the host it ran on.
 
 The bracket run (``bench_plan.bracket``: the reference variant measured again at the end, named
 ``<variant>.bracket``) is its own entry, after the host's variants. It appears when its first
@@ -55,7 +55,7 @@ class Progress:
         self.finished = False
         self._current: dict[str, str] = {}  # host → the variant whose stage was entered last
         self._last_failure: dict[str, str] = {}  # host → "task: message" of its last unrescued-looking failure
-        self._decided: set[str] = set()  # hosts that set bench_run_outcome (the report play's verdict)
+        self._decided: set[str] = set()  # hosts that set the run's verdict (bench_run_outcome, bench_health_verdict)
         self._verdict_failed: set[str] = set()  # hosts whose failure was that verdict
         self._lock = threading.RLock()  # re-entrant: on_change callbacks read snapshots
 
@@ -157,7 +157,8 @@ class Progress:
                 failure = facts["bench_host_failure"]
                 why = str(failure.get("summary") or failure.get("reason") or "failed").strip()
                 self._fail_host(host, why if why.startswith("unreachable") else f"failed: {why}", replace=True)
-            elif kind == "runner_on_ok" and host and isinstance(facts.get("bench_run_outcome"), dict):
+            elif kind == "runner_on_ok" and host and (isinstance(facts.get("bench_run_outcome"), dict)
+                                                      or isinstance(facts.get("bench_health_verdict"), dict)):
                 self._decided.add(host)
             elif kind == "runner_on_failed" and host in self._decided:
                 self._verdict_failed.add(host)
