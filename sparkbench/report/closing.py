@@ -107,9 +107,10 @@ def _columns(doc: dict, per_position: bool) -> tuple[list[str], list[list[str]]]
     """Headers and rows of the compact table: [host,] variant, single tok/s, × bare, vs <ref>,
     8× tok/s, acceptance (per position, or the mean acceptance length)."""
     title, by_row, refs = _comparisons(doc)
+    n = parallel(doc)
     multi = _multi_unit(doc)
     heads = (["host"] if multi else []) + ["variant", "tok/s", "× bare"] + ([title] if title else []) + \
-        [f"{parallel(doc)}× tok/s", "accept/pos" if per_position else "tok/step"]
+        [f"{n}× tok/s", "accept/pos" if per_position else "tok/step"]
     rows = []
     for r in doc.get("rows") or []:
         key = (unit_cell(r), r["variant"])
@@ -122,7 +123,7 @@ def _columns(doc: dict, per_position: bool) -> tuple[list[str], list[list[str]]]
             c = variant_cells(r)
             accept = c["acceptance_per_position"] if per_position else c["mean_acceptance_length"]
             cells = ([f(r["single_tok_s"], 1), c["speedup_vs_bare"]] + ([_verdict(by_row.get(key), (r["host"], r["variant"]) in refs)] if title else [])
-                     + [c[f"combined_{parallel(doc)}"], accept])
+                     + [c[f"combined_{n}"], accept])
         label = variant_label(r) + ("" if r["status"] in ("complete", "failed") else f" ({r['status']})")
         host = unit_cell(r) if not rows or rows[-1][1] != unit_cell(r) else ""
         rows.append(([host, unit_cell(r)] if multi else [None, None]) + [label] + cells)

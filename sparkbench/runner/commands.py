@@ -54,17 +54,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"sparkbench: {message} (see --help)\n")
 
 
-class _Version(argparse.Action):
-    """``--version``: the version and the commit, read only when asked (the commit runs git)."""
-
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
-        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(version.describe())
-        parser.exit()
-
-
 def _verb(sub, name: str, help_text: str, codes: bool = True) -> argparse.ArgumentParser:
     epilog = EXAMPLES.get(name, "") + (f"\n\n{EXIT_CODES}" if codes else "")
     return sub.add_parser(name, help=help_text, description=help_text, epilog=epilog.strip() or None,
@@ -169,7 +158,8 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="sparkbench", description="Reproducible vLLM benchmarks on DGX Spark units: one command per job. "
                                                "`sparkbench VERB --help` shows a verb's options and an example.",
                 epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action=_Version, help="print sparkbench's version and the commit it runs from")
+    p.add_argument("--version", action="version", version=version.describe(),
+                   help="print sparkbench's version and the commit it runs from")
     sub = p.add_subparsers(dest="command", required=True, metavar="VERB")
     _playbook_verbs(sub)  # provision, bench, health, serve, teardown: the jobs in the order a user meets them
     _stored_verbs(sub)

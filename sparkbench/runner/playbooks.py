@@ -118,8 +118,7 @@ def run_playbook(verb: str, *, inventory=None, limit: str | None = None, extrava
             out.files = {"health.md": run_dir / "health.md", "health.json": run_dir / "health.json"}
             out.rc = rc
             return out
-    unreachable = any(why.startswith("unreachable") for why in failed.values())
-    if unreachable:
+    if tasks.unreachable_hosts():
         out.rc = EXIT_HOST_FAILED
     elif failed:
         out.rc = EXIT_VARIANT_FAILED if verb == "serve" else EXIT_HOST_FAILED

@@ -57,6 +57,11 @@ class TaskProgress:
             return {h: s.unreachable and f"unreachable: {s.unreachable}" or s.failed
                     for h, s in self.hosts.items() if s.failed or s.unreachable}
 
+    def unreachable_hosts(self) -> list[str]:
+        """Hosts Ansible could not reach."""
+        with self._lock:
+            return [h for h, s in self.hosts.items() if s.unreachable]
+
     def _said(self, host: str, res: dict) -> None:
         msg = res.get("msg")
         lines = msg if isinstance(msg, list) else str(msg if msg is not None else "").splitlines()

@@ -64,8 +64,12 @@ class View:
                 self.stream.write(f"[{t:6.1f}s] {what}\n")
                 self.stream.flush()
 
+    def _text(self) -> str:
+        """What a redraw shows."""
+        return table(self.progress, time.monotonic() - self.start)
+
     def _draw(self) -> None:
-        text = table(self.progress, time.monotonic() - self.start)
+        text = self._text()
         if self._last_lines:
             self.stream.write(f"\x1b[{self._last_lines}F\x1b[J")  # back to the table's first line, clear below
         self.stream.write(text + "\n")
@@ -121,11 +125,5 @@ class TaskView(View):
                 self.stream.write((line if len(line) <= self.width else line[:self.width - 1] + "…") + "\n")
                 self.stream.flush()
 
-    def _draw(self) -> None:
-        text = task_table(self.progress, time.monotonic() - self.start)  # type: ignore[arg-type]
-        if self._last_lines:
-            self.stream.write(f"\x1b[{self._last_lines}F\x1b[J")
-        self.stream.write(text + "\n")
-        self.stream.flush()
-        self._last_lines = text.count("\n") + 1
-        self._last_draw = time.monotonic()
+    def _text(self) -> str:
+        return task_table(self.progress, time.monotonic() - self.start)  # type: ignore[arg-type]
