@@ -6,6 +6,8 @@
 #                Idempotent: seconds when done.
 #   make check   ruff and the unit layer (no Docker, no server): seconds, after each change.
 #   make test    setup + the whole suite (pytest, ruff, ansible-lint, Molecule). What CI runs.
+#   make fixtures  re-records, from the real parts, the documents the unit layer reads
+#                (tests/fixtures/recorded/: real vLLM's failures that take a whole engine start).
 #   make demo    the seed's matrix on one simulated Spark first (its table within minutes), then
 #                quality/image, the fleet and its health, the v0.24 -> v0.25 bridge, two Sparks
 #                over Ray and real vLLM (CPU). Sets up only what its first step needs (demo-setup);
@@ -30,10 +32,10 @@ unexport PYTHONDONTWRITEBYTECODE
 export ANSIBLE_GALAXY_DISABLE_GPG_VERIFY := 1
 
 .PHONY: help setup venv venv-runtime docker sim-images images chromium ssh-units demo-setup check test pytest lint \
-        molecule demo bench clean
+        molecule fixtures demo bench clean
 
 help:
-	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
 
 setup: venv docker images chromium ssh-units
 
@@ -96,7 +98,14 @@ check: venv
 # while the paced simulators wait. PYTEST_WORKERS=0 runs it in one process (the long groups first).
 PYTEST_WORKERS ?= 4
 pytest:
-	$(VPY) -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 tests
+	SPARKBENCH_SKIP_IS_FAILURE=1 $(VPY) -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 tests
+
+# The real-vLLM bench.yml run with the failures that take a whole engine start each (a missing
+# model, a --max-model-len beyond the KV cache, an engine that dies on its first request): their
+# documents go to tests/fixtures/recorded/real-vllm/, then the unit tests that read them run.
+fixtures: setup
+	SPARKBENCH_RECORD_FIXTURES=1 $(VPY) -m pytest -q -p no:cacheprovider tests/test_real_vllm_e2e.py
+	$(VPY) -m pytest -q -p no:cacheprovider tests/test_recorded_failures.py
 
 lint:
 	ruff check .

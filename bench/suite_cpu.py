@@ -13,7 +13,7 @@ Three parts, for a ``make test`` (or ``.ci/run``) run on this machine:
 
     python bench/suite_cpu.py sample /tmp/cg.json &
     SUITE_CPU_DIR=/tmp/cpu PYTHONPATH=bench PYTEST_ADDOPTS="-p suite_cpu" make test
-    python bench/suite_cpu.py report /tmp/cpu /tmp/cg.json
+    python bench/suite_cpu.py report /tmp/cpu /tmp/cg.json   # per file, then per part against its budget
 
 A child's CPU counts when the worker waits for it, so an sshd's sessions count when the fixture
 stops it (at its file's last test); containers count whatever started them.
@@ -36,13 +36,30 @@ CGROUP = Path("/sys/fs/cgroup/cpuacct/docker")
 CONTAINER_FILES = (
     (r"^sbtest-rv\d", "test_real_vllm_e2e"),
     (r"^sparkbench-test-realvllm", "the session's real vLLM (tests/conftest.py real_vllm)"),
-    (r"^sbtest-serving", "test_real_vllm_serving"),
-    (r"^sbtest-svr\d", "test_serve_real"),
+    (r"^sbtest-svr\d", "the session's real residents (tests/shared_runs.py real_residents)"),
     (r"^sbtest-svs\d", "test_serve_ssh"),
     (r"^sbtest-sv\d", "test_serve_sim"),
     (r"^sparkbench-ray-spark-sim1", "test_sim_pair_playbook"),
     (r"^sparkbench-simtest-ray", "test_sim_ray_cluster"),
 )
+
+
+#: The suite's parts (the runs tests/shared_runs.py maps): the test files whose processes and
+#: containers each part's CPU is, and its budget in CPU-s for a whole ``make test`` on 2 cores
+#: (BENCHMARKS.md table 12, "CPU per part"): a change that adds to a part stays within its budget
+#: or pays for it in another part.
+PARTS = (
+    ("real vLLM", {"test_compile_cache", "test_real_vllm_e2e", "test_real_vllm_serving", "test_serve_real",
+                   "test_tpot_truth", "test_vllm_cpu_image", "test_sim_conformance",
+                   "the session's real vLLM (tests/conftest.py real_vllm)",
+                   "the session's real residents (tests/shared_runs.py real_residents)"}, 430),
+    ("Ray pair", {"test_sim_pair_playbook", "test_sim_ray_cluster"}, 180),
+    ("SSH units", {"test_ssh_units", "test_serve_ssh"}, 75),
+)
+#: Every other file that used 5 CPU-s or more (simulated playbook and serve runs), the files
+#: below that (unit, simulator and report tests), and what no test file owns (the Docker engine,
+#: pytest and its workers, the kernel).
+SIMULATED_BUDGET, REST_BUDGET, UNOWNED_BUDGET, SIMULATED_MIN_CPU_S = 620, 65, 210, 5.0
 
 
 # -- the pytest plugin ---------------------------------------------------------------------------
@@ -129,6 +146,30 @@ def report(tests_dir: Path, containers_file: Path) -> list[str]:
     return lines
 
 
+def parts(tests_dir: Path, containers_file: Path) -> list[str]:
+    """Per part (``PARTS``, then the simulated runs, the rest, the unowned): CPU-s against its budget."""
+    per = collections.defaultdict(float)
+    for line in report(tests_dir, containers_file)[2:]:
+        name, _wall, _procs, _ctrs, cpu = line.rsplit(None, 4)
+        per[name.strip()] += float(cpu)
+    sampled = json.loads(containers_file.read_text()) if containers_file.is_file() else {}
+    rows, owned = [], 0.0
+    for part, files, budget in PARTS:
+        cpu = sum(c for f, c in per.items() if f in files)
+        rows.append((part, cpu, budget))
+    claimed = set().union(*(files for _, files, _ in PARTS))
+    sim = sum(c for f, c in per.items() if f not in claimed and c >= SIMULATED_MIN_CPU_S)
+    rest = sum(c for f, c in per.items() if f not in claimed and c < SIMULATED_MIN_CPU_S)
+    rows += [("simulated runs (files of 5 CPU-s or more)", sim, SIMULATED_BUDGET), ("everything else", rest, REST_BUDGET)]
+    owned = sum(cpu for _, cpu, _ in rows)
+    rows.append(("no test file's (Docker engine, pytest, kernel)", sampled.get("busy", owned) - owned, UNOWNED_BUDGET))
+    lines = [f"{'part':48s} {'CPU-s':>7s} {'budget':>7s}"]
+    for part, cpu, budget in rows:
+        lines.append(f"{part:48s} {cpu:7.0f} {budget:7d}{'  OVER' if cpu > budget else ''}")
+    lines.append(f"{'the whole suite':48s} {sum(c for _, c, _ in rows):7.0f} {sum(b for _, _, b in rows):7d}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -142,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         sample(args.out)
         return 0
     print("\n".join(report(args.tests_dir, args.containers)))
+    print()
+    print("\n".join(parts(args.tests_dir, args.containers)))
     return 0
 
 

@@ -1,5 +1,7 @@
-"""Shared pytest fixtures: ``REPO_ROOT`` and ``sim_factory`` (the simulator as a real process),
-and the test layers.
+"""Shared pytest fixtures: ``REPO_ROOT``, ``sim_factory`` (the simulator as a real process), the
+session's real vLLM (``real_vllm``), and the test layers. The suite's real parts, each started once
+per run, and which tests read each: tests/shared_runs.py (its docstring is the map). ``make test``
+fails a test that skips or xfails (``SPARKBENCH_SKIP_IS_FAILURE``).
 
 Every test carries one layer marker (registered in pyproject.toml; a test without one is a
 collection error): ``unit`` (no subprocess, server or Docker: a unit test that starts a process or
@@ -276,6 +278,9 @@ def real_vllm(tmp_path_factory):
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
 
 
+# The session's other shared real parts (the map of which run feeds which tests: its docstring).
+from shared_runs import real_residents  # noqa: E402,F401
+
 #: Test files that share one server run in one pytest-xdist group (one worker): the session's
 #: real vLLM (the ``real_vllm`` fixture) is started once per run, not once per worker.
 #: Real vLLM on 2 cores: one lane, so that no two real servers start at once (a start takes both
@@ -287,6 +292,7 @@ SHARED_GROUPS = {
     "test_real_vllm_e2e": "real_vllm",
     "test_compile_cache": "real_vllm",
     "test_serve_real": "real_vllm",
+    "test_tpot_truth": "real_vllm",
 }
 #: Groups handed to the workers first, longest first (serial minutes measured on 2 cores; make test passes
 #: --no-loadscope-reorder so that pytest-xdist keeps this order), so that no
@@ -331,6 +337,38 @@ def pytest_collection_modifyitems(config, items) -> None:
                                 "module (pytestmark = pytest.mark.unit) or the test: " + ", ".join(missing[:10]))
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(xdist_group(item), len(rank)))
+
+
+#: Lines tests hand to the suite's closing summary (``record_property("summary_line", ...)``): the
+#: TPOT truth check's two figures. Collected from every worker's reports on the controller.
+_SUMMARY_LINES: list[str] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.when == "call":
+        _SUMMARY_LINES.extend(v for k, v in report.user_properties if k == "summary_line")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    for line in _SUMMARY_LINES:
+        terminalreporter.write_line(line)
+
+
+#: ``make test`` sets it: a test that skips or xfails there fails instead, with its reason (a check
+#: that skips is a check that did not run; the fix is the machine's, named in the reason).
+SKIP_IS_FAILURE = os.environ.get("SPARKBENCH_SKIP_IS_FAILURE") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if SKIP_IS_FAILURE and (report.skipped or hasattr(report, "wasxfail")):
+        why = getattr(report, "wasxfail", "") or (report.longrepr[2] if isinstance(report.longrepr, tuple)
+                                                   else str(report.longrepr))
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} would have been skipped in make test ({why}); a check that skips did "
+                           "not run: fix what the reason names (make setup builds every image and tool)")
 
 
 def _warm_font_cache() -> None:

@@ -1,17 +1,13 @@
-"""Serving workloads against real vLLM (CPU): measure.py's phases held against the real server, one
-module-scoped container of ``sparkbench/vllm-cpu:v0.32.0`` serving the image's tiny model with
-the ``real_cpu`` group's model and flags (inventory/group_vars/real_cpu/main.yml: its first build,
-``bench_common_args`` and the first configuration's args, ``vllm_server_env``), plus
-``--enforce-eager`` (no torch.compile at start-up) and the tool flags below.
+"""Serving workloads against real vLLM (CPU): measure.py's phases held against the real server.
 
 Fixtures for the tests of this file (others append theirs at its end):
 
-- ``real_server``: the module's server (``.base_url``, ``.model``, ``.name``, ``.argv``,
-  ``.logs()``), up for the whole module; ``measure(args, out)`` runs scripts/measure.py against
-  it and returns (exit status, schema-validated document, stderr).
+- ``real_server``: the tool-flag server: the second resident of the session's serve.yml run
+  (tests/shared_runs.py ``real_residents``, variant ``tiny-tools``: the real_cpu model, eager, the
+  tool flags and variable below, ``VLLM_CPU_KVCACHE_SPACE=2``); ``measure(args, out)`` runs
+  scripts/measure.py against a server and returns (exit status, schema-validated document, stderr).
 - ``bare_server``: a server without tool flags: the session's real vLLM (tests/conftest.py
-  ``real_vllm``, the plain command; this file runs in its pytest-xdist group), so no second
-  container starts for the one test that needs it.
+  ``real_vllm``, the plain command).
 
 Tool calls on vLLM 0.32 (measured here; docs/MEASUREMENT.md "Tool calls"): every tool_choice but
 "none" needs ``--enable-auto-tool-choice --tool-call-parser`` (0.32 loads a parser only with the
@@ -23,45 +19,27 @@ until max_tokens; the server therefore runs forced tool choice through the JSON-
 (VLLM_ENFORCE_STRICT_TOOL_CALLING=0) with xgrammar and ``disable_any_whitespace``: calls come out
 schema-valid, their values are noise (param_value_error), and a number or array the model never
 ends is cut at max_tokens (unparsed, finish_reason length).
-
-Ports 18480-18499 by process id; container names carry a per-session prefix and are removed at
-teardown; ``flock /tmp/real_vllm.lock`` is held while the containers run (one real vLLM test at a
-time on this machine). Skips only when no Docker engine answers (a missing image is a failure
-naming ``make setup``).
 """
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import subprocess
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 
 from sparkbench import measure as M
 
-from conftest import docker_available, health_ok, run_measure
+from conftest import docker_available, run_measure
 from helpers import REPO
 
-MEASURE = REPO / "scripts" / "measure.py"
-IMAGE = "sparkbench/vllm-cpu:v0.32.0"
-LOCK = "/tmp/real_vllm.lock"
-_BASE = 18480 + 2 * (os.getpid() % 10)  # 18480-18499: the tools server
-PREFIX = f"sbtest-serving{os.getpid()}"
-READY_TIMEOUT_S = float(os.environ.get("SPARKBENCH_VLLM_CPU_READY_TIMEOUT", "900"))
 SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 TOOLS = json.loads((REPO / "profiles" / "tools.json").read_text(encoding="utf-8"))
-# The tool flags of the module's server (see the docstring).
-TOOL_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-             "--structured-outputs-config", json.dumps({"backend": "xgrammar", "disable_any_whitespace": True})]
-TOOL_ENV = {"VLLM_ENFORCE_STRICT_TOOL_CALLING": "0"}
+# The tool flags of the server: tests/shared_runs.py (TOOL_ARGS, TOOL_ENV).
 # measure.py's speed phases kept to one short request: these tests are about the other phases.
 QUICK = ["--output-tokens", "8", "--runs", "1", "--warmup", "0", "--concurrency", "none",
          "--telemetry", "off", "--kernel-log", "off", "--request-timeout", "120", "--stall-timeout", "60"]
@@ -72,100 +50,20 @@ pytestmark = pytest.mark.skipif(not _DOCKER_OK, reason=f"real vLLM needs Docker:
 pytestmark = [pytestmark, pytest.mark.real]
 
 
-def real_cpu_launch() -> tuple[str, list[str], dict[str, str]]:
-    """(model, flags, env) of the real_cpu group's first variant, as its group vars give them."""
-    gv = yaml.safe_load((REPO / "inventory" / "group_vars" / "real_cpu" / "main.yml").read_text(encoding="utf-8"))
-    model = gv["bench_builds"][0]["model"]
-    args = {**gv.get("bench_common_args", {}), **gv["bench_configs"][0].get("args", {})}
-    flags: list[str] = []
-    for k, v in args.items():
-        if v is True:
-            flags.append(f"--{k}")
-        elif v is not False and v is not None:
-            flags += [f"--{k}", str(v)]
-    return model, flags, {k: str(v) for k, v in (gv.get("vllm_server_env") or {}).items()}
-
-
 @dataclass
 class RealServer:
-    name: str
-    port: int
-    model: str
-    argv: list[str]
-    env: dict[str, str]
-    ready_s: float | None = None
-    removed: bool = False
-    started: float = field(default_factory=time.monotonic)
+    """A real vLLM this file measures against (``.base_url``)."""
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def logs(self, lines: int = 80) -> str:
-        out = subprocess.run(["docker", "logs", "--tail", str(lines), self.name], capture_output=True, text=True,
-                             timeout=60)
-        return out.stdout + out.stderr
-
-    def start(self) -> None:
-        subprocess.run(["docker", "rm", "-f", self.name], capture_output=True, timeout=60)
-        envs = [x for k, v in self.env.items() for x in ("-e", f"{k}={v}")]
-        run = subprocess.run(["docker", "run", "-d", "--name", self.name, "-p", f"127.0.0.1:{self.port}:8000", *envs,
-                              IMAGE, self.model, *self.argv], capture_output=True, text=True, timeout=120)
-        if run.returncode != 0:
-            pytest.fail(f"docker run {self.name} failed: {run.stderr.strip()}")
-
-    def wait(self) -> None:
-        while self.ready_s is None:
-            if health_ok(self.base_url, timeout=3):
-                self.ready_s = time.monotonic() - self.started
-                break
-            state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", self.name],
-                                   capture_output=True, text=True, timeout=30).stdout.strip()
-            if not state.startswith("true"):
-                pytest.fail(f"real vLLM {self.name} exited before /health answered ({state}):\n{self.logs(60)}")
-            if time.monotonic() - self.started > READY_TIMEOUT_S:
-                pytest.fail(f"real vLLM {self.name}: /health did not answer within {READY_TIMEOUT_S:.0f} s:\n"
-                            f"{self.logs(60)}")
-            time.sleep(1.0)
-
-    def remove(self) -> None:
-        if not self.removed:
-            subprocess.run(["docker", "rm", "-f", self.name], capture_output=True, timeout=120)
-            self.removed = True
+    base_url: str
 
 
 @pytest.fixture(scope="module")
-def _servers():
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=60).returncode != 0:
-        pytest.fail(f"{IMAGE} is missing: run make setup (scripts/build_vllm_cpu_image.sh)")
-    lock = open(LOCK, "a+")
-    t0 = time.monotonic()
-    while True:   # one real-vLLM test run at a time on this machine
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() - t0 > 900:
-                lock.close()
-                pytest.fail(f"{LOCK} held by another real-vLLM run for 15 min")
-            time.sleep(1.0)
-    model, flags, env = real_cpu_launch()
-    flags = [*flags, "--enforce-eager"]
-    main = RealServer(f"{PREFIX}-tools", _BASE, model, [*flags, *TOOL_ARGS], {**env, **TOOL_ENV})
-    try:
-        main.start()
-        main.wait()
-        print(f"\nreal vLLM ready: tools server {main.ready_s:.0f} s")
-        yield {"main": main}
-    finally:
-        main.remove()
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
-
-
-@pytest.fixture(scope="module")
-def real_server(_servers) -> RealServer:
-    return _servers["main"]
+def real_server(real_residents) -> RealServer:
+    """The tool-flag server: the second resident of the session's serve.yml run (tests/shared_runs.py
+    ``real_residents``, variant ``tiny-tools``), deployed from a result with the tool flags above."""
+    step = real_residents["steps"]["second"]
+    assert step["proc"].returncode == 0, step["proc"].stdout[-6000:]
+    return RealServer(real_residents["second_url"])
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ def test_runner_drives_simulated_host(tmp_path: Path, cleanup_containers):
     hf = tmp_path / "hf"
     hf.mkdir()
     env = {**os.environ, "SPARKBENCH_RUNNER_TEST_HF_CACHE": str(hf), "SPARKBENCH_RUNNER_DIR": str(tmp_path / "runner"),
-           "COLUMNS": "100"}
+           "COLUMNS": "100", "XDG_CACHE_HOME": str(tmp_path / "cache")}
     # unsloth-bare beside nvidia-bare, 5 requests each: a build comparison with a verdict
     extra = '{"bench_select": ["nvidia-bare", "unsloth-bare", "crash-start"], "llm_bench_runs": 5}'
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "sparkbench"), "bench",
@@ -69,4 +69,9 @@ def test_runner_drives_simulated_host(tmp_path: Path, cleanup_containers):
     assert "**SIMULATED**" in md and "runner-sim01/crash-start: failed at launch" in md
     assert (run / "runner-sim01" / "nvidia-bare.json").is_file()
     assert (run / "runner-sim01" / "nvidia-bare.bracket.json").is_file() and "## Drift (bracketing)" in md
+    # Ansible's facts stay in memory under ansible-runner (no JSON file per host decoded at every
+    # task), and the module payloads are kept for the next run (strategy_plugins/sparkbench_linear.py).
+    assert not list((tmp_path / "runner").glob("*/artifacts/*/fact_cache")), "ansible-runner kept a fact cache file"
+    kept = list((tmp_path / "cache" / "sparkbench" / "ansiballz").glob("*/*docker_container-*"))
+    assert kept and not any(p.name.endswith("-part") for p in kept), kept
     shutil.rmtree(hf, ignore_errors=True)
