@@ -65,6 +65,17 @@ def containers(prefix: str) -> dict[str, dict]:
     return {c["Name"].lstrip("/"): c for c in out}
 
 
+def serve_source_settings(request_timeout_s: float, stall_timeout_s: float) -> dict:
+    """The measurement settings of a result serve.yml deploys from in the tests: 5 single-stream runs
+    of 32 tokens, nothing else measured (``sparkbench.settings.normalize``)."""
+    from sparkbench import settings as settings_mod
+
+    return settings_mod.normalize({**settings_mod.DEFAULTS, "output_tokens": 32, "runs": 5, "warmup": 0,
+                                   "concurrency": [], "context": [0], "quality": False, "image": False,
+                                   "telemetry": "off", "request_timeout_s": request_timeout_s,
+                                   "stall_timeout_s": stall_timeout_s})
+
+
 def deployable_result(variant: dict, launch: dict, settings: dict, *, host: str, run: str, image_id: str,
                       rates: list[float], median: float, simulated: bool, backend: str, hardware: str,
                       startup: dict) -> dict:

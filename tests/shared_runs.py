@@ -41,10 +41,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkbench import settings as settings_mod
 from sparkbench.launch import launch_spec
 
-from helpers import REPO, ansible_env, containers, deployable_result, playbook_cmd
+from helpers import REPO, ansible_env, containers, deployable_result, playbook_cmd, serve_source_settings
 
 REAL_IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 RESIDENT_HOST = "srv-cpu01"
@@ -70,9 +69,7 @@ def resident_document(image_id: str, run: str, args: dict, name: str = RESIDENT,
     launch = launch_spec(variant, {"host": "127.0.0.1", "port": BENCH_PORT, "container_name": f"x-{RESIDENT_HOST}",
                                    "gpus": False, "env": {"VLLM_CPU_KVCACHE_SPACE": str(kv_gib)},
                                    "hf_cache": "/x/hf", "vllm_cache": "/x/vllm", "flashinfer_cache": "/x/fi"})
-    settings = settings_mod.normalize({**settings_mod.DEFAULTS, "output_tokens": 32, "runs": 5, "warmup": 0,
-                                       "concurrency": [], "context": [0], "quality": False, "image": False,
-                                       "telemetry": "off", "request_timeout_s": 120.0, "stall_timeout_s": 60.0})
+    settings = serve_source_settings(120.0, 60.0)
     rates = [200.0, 205.0, 198.0, 202.0, 201.0]
     return deployable_result(variant, launch, settings, host=RESIDENT_HOST, run=run, image_id=image_id, rates=rates,
                              median=201.0, simulated=False, backend="vllm-cpu", hardware="x86-cpu",

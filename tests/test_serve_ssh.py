@@ -32,11 +32,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkbench import settings as settings_mod
 from sparkbench.launch import launch_spec
 
 from conftest import image_present
-from helpers import REPO, ansible_env, containers, deployable_result, playbook_cmd
+from helpers import REPO, ansible_env, containers, deployable_result, playbook_cmd, serve_source_settings
 from ssh_units import SshUnits, Unit, skip_reason, worker_index
 
 IMAGE = "sparkbench/vllm-sim:latest"
@@ -63,9 +62,7 @@ def source_document(image_id: str, run: str) -> dict:
                                                      "max-num-batched-tokens": 4096, "quantization": "modelopt"}}
     launch = launch_spec(variant, {"host": "127.0.0.1", "port": BENCH_PORT, "container_name": f"x-{HOST}",
                                    "gpus": False, "env": SIM_ENV})
-    settings = settings_mod.normalize({**settings_mod.DEFAULTS, "output_tokens": 32, "runs": 5, "warmup": 0,
-                                       "concurrency": [], "context": [0], "quality": False, "image": False,
-                                       "telemetry": "off", "request_timeout_s": 60.0, "stall_timeout_s": 30.0})
+    settings = serve_source_settings(60.0, 30.0)
     rates = [1500.0, 1490.0, 1510.0, 1505.0, 1495.0]
     return deployable_result(variant, launch, settings, host=HOST, run=run, image_id=image_id, rates=rates,
                              median=1500.0, simulated=True, backend="simulator", hardware="dgx-spark",
