@@ -11,4 +11,13 @@ only, built into ``measure.pyz`` (:mod:`sparkbench.measure_bundle`) and run on e
 """
 
 __all__ = ["__version__"]
-__version__ = "0.2.0"
+
+
+def __getattr__(name: str) -> str:
+    """``__version__``: the project's version (:mod:`sparkbench.version`), read when asked for, so
+    that importing the package reads no file (the simulator's image carries only part of it)."""
+    if name == "__version__":
+        from .version import VERSION
+
+        return VERSION
+    raise AttributeError(f"module 'sparkbench' has no attribute {name!r}")

@@ -281,25 +281,27 @@ def real_vllm(tmp_path_factory):
 # The session's other shared real parts (the map of which run feeds which tests: its docstring).
 from shared_runs import real_residents  # noqa: E402,F401
 
-#: Test files that share one server run in one pytest-xdist group (one worker): the session's
-#: real vLLM (the ``real_vllm`` fixture) is started once per run, not once per worker.
-#: Real vLLM on 2 cores: one lane, so that no two real servers start at once (a start takes both
-#: cores for a minute or more) and the session's server is started once.
+#: Test files that share one server run in one pytest-xdist group (one worker): a session fixture
+#: is set up once per worker, so every file that reads it is in its group. Two real-vLLM lanes, each
+#: starting its servers one after the other: the session's real vLLM (the ``real_vllm`` fixture,
+#: the plain command) with the files that read it and the e2e bench.yml run; and serve.yml's real
+#: residents (tests/shared_runs.py ``real_residents``) with the files that read them.
 SHARED_GROUPS = {
     "test_vllm_cpu_image": "real_vllm",
     "test_sim_conformance": "real_vllm",
-    "test_real_vllm_serving": "real_vllm",
     "test_real_vllm_e2e": "real_vllm",
     "test_compile_cache": "real_vllm",
-    "test_serve_real": "real_vllm",
     "test_tpot_truth": "real_vllm",
+    "test_serve_real": "real_residents",
+    "test_real_vllm_serving": "real_residents",
 }
 #: Groups handed to the workers first, longest first (serial minutes measured on 2 cores; make test passes
 #: --no-loadscope-reorder so that pytest-xdist keeps this order), so that no
 #: long group is the last to start; every other file follows in collection order.
 LONG_FIRST = (
-    "real_vllm",                # every real-vLLM file: compile cache, bench.yml (five containers),
-                                # the tools server, the session's server (image, conformance)
+    "real_vllm",                # the session's server (image, conformance, TPOT truth), its relaunch
+                                # over the compile cache, bench.yml's real run (4-5 min)
+    "real_residents",           # serve.yml's residents, canary, refused candidate; serving phases (3-4 min)
     "test_ssh_units",           # the README walk-through over SSH (4-6 min)
     "test_sim_pair_playbook",   # two simulated Sparks over Ray (3-5 min)
     "test_setup_fresh_machine", # the base image built again under a throw-away name (1-2 min)

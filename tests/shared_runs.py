@@ -11,8 +11,7 @@ run (where it is defined)           what it starts                             r
 ``real_vllm`` (tests/conftest.py)   real vLLM, the plain ``docker run``         test_vllm_cpu_image, test_sim_conformance,
                                     command with the unit's cache folders      test_compile_cache (first start; one
                                                                                relaunch over its cache),
-                                                                               test_real_vllm_serving (the server
-                                                                               without tool flags), test_tpot_truth
+                                                                               test_tpot_truth
 ``real_run`` (test_real_vllm_e2e)   bench.yml on two real_cpu hosts: two       test_real_vllm_e2e; ``make fixtures``
                                     measured configurations, a launch          adds the failures that take a whole
                                     failure, a plan-time refusal               engine start and records them for
@@ -20,16 +19,18 @@ run (where it is defined)           what it starts                             r
 ``real_residents`` (this module)    serve.yml with real vLLM: a resident and   test_serve_real (deploy, rollback, two
                                     its canary, a refused candidate beside     residents), test_real_vllm_serving
                                     it, a second resident with tool flags      (tools, rates, prefix and multi-turn
-                                    and its own KV budget                      phases on the second resident)
+                                    and its own KV budget                      phases on the second resident; a
+                                                                               tool request refused by the first)
 ``full_run`` (test_sim_pair_...)    two simulated Sparks over Ray              test_sim_pair_playbook
 ``walkthrough`` (test_ssh_units)    the README over SSH: provision, check,     test_ssh_units
                                     bench, serve, teardown
 ``first_run`` (test_playbook_bench) bench.yml on the simulated fleet           test_playbook_bench
 =================================  =========================================  ==========================================
 
-All real-vLLM runs are in one pytest-xdist group (tests/conftest.py ``SHARED_GROUPS``): one worker
-runs them in turn, so that no two real-vLLM starts share the 2 cores and each session fixture is
-set up once.
+The real-vLLM runs are in two pytest-xdist groups (tests/conftest.py ``SHARED_GROUPS``): ``real_vllm``
+(the session's server and the e2e run) and ``real_residents`` (serve.yml's residents), each on
+one worker that starts its servers in turn, so that each session fixture is set up once and at
+most two real-vLLM starts share the 2 cores.
 """
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def real_residents(tmp_path_factory):
     ``SERVE_PORT``, its canary), ``rollback`` (the same variant from R2, whose ``--dtype float17``
     real vLLM refuses, started beside the resident), ``second`` (``SECOND`` from R1 on
     ``SECOND_PORT``: tool flags, its own KV budget). Yields ``{tmp, prefix, steps: {name: {proc,
-    containers}}, second_url}``; the residents are removed at the end of the session."""
+    containers}}, resident_url, second_url}``; the residents are removed at the end of the session."""
     inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", REAL_IMAGE], capture_output=True,
                              text=True, timeout=60)
     if inspect.returncode != 0:
@@ -124,7 +125,8 @@ def real_residents(tmp_path_factory):
                                     "-e", f"serve_port={SECOND_PORT}"))):
             proc = serve(*a)
             steps[step] = {"proc": proc, "containers": containers(prefix)}
-        yield {"tmp": tmp, "prefix": prefix, "steps": steps, "second_url": f"http://127.0.0.1:{SECOND_PORT}"}
+        yield {"tmp": tmp, "prefix": prefix, "steps": steps, "resident_url": f"http://127.0.0.1:{SERVE_PORT}",
+               "second_url": f"http://127.0.0.1:{SECOND_PORT}"}
     finally:
         for name in containers(prefix):
             subprocess.run(["docker", "rm", "-f", name], capture_output=True)

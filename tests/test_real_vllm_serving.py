@@ -6,8 +6,8 @@ Fixtures for the tests of this file (others append theirs at its end):
   (tests/shared_runs.py ``real_residents``, variant ``tiny-tools``: the real_cpu model, eager, the
   tool flags and variable below, ``VLLM_CPU_KVCACHE_SPACE=2``); ``measure(args, out)`` runs
   scripts/measure.py against a server and returns (exit status, schema-validated document, stderr).
-- ``bare_server``: a server without tool flags: the session's real vLLM (tests/conftest.py
-  ``real_vllm``, the plain command).
+- ``bare_server``: a server without tool flags: the first resident of the same serve.yml run
+  (variant ``tiny-eager``).
 
 Tool calls on vLLM 0.32 (measured here; docs/MEASUREMENT.md "Tool calls"): every tool_choice but
 "none" needs ``--enable-auto-tool-choice --tool-call-parser`` (0.32 loads a parser only with the
@@ -67,9 +67,12 @@ def real_server(real_residents) -> RealServer:
 
 
 @pytest.fixture(scope="module")
-def bare_server(real_vllm):
-    """A real vLLM without tool flags: the session's (``.base_url``)."""
-    return real_vllm
+def bare_server(real_residents) -> RealServer:
+    """A real vLLM without tool flags: the first resident of the session's serve.yml run (still
+    serving after the refused candidate beside it)."""
+    step = real_residents["steps"]["deploy"]
+    assert step["proc"].returncode == 0, step["proc"].stdout[-6000:]
+    return RealServer(real_residents["resident_url"])
 
 
 def measure(args: list[str], out: Path, timeout: float = 300) -> tuple[int, dict | None, str]:

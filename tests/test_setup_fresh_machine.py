@@ -5,8 +5,11 @@ and builds the image.
 
 The machine is left as it is: debootstrap is hidden from ``PATH`` by a shim folder (every other
 program of the folders that hold it stays reachable), ``apt-get`` is a shim that records its
-arguments and "installs" debootstrap by linking the real one into that folder, and the image gets
-a throw-away name that is removed at the end.
+arguments and "installs" debootstrap by putting a stand-in into that folder, and the image gets a
+throw-away name that is removed at the end. The stand-in records how the script calls it and
+fills the target folder with the root file system of the base image ``make setup`` built with the
+real debootstrap (every fresh machine runs that build before the suite; running it again here
+took 40 CPU-s and two minutes on 2 cores), so the image the script imports is a real Debian.
 """
 from __future__ import annotations
 
@@ -25,12 +28,28 @@ pytestmark = pytest.mark.sim
 SCRIPT = REPO_ROOT / "scripts" / "build_base_image.sh"
 
 APT_SHIM = """#!/bin/sh
-# apt-get as the test sees it: records each call; "install ... debootstrap" puts the real one on PATH.
+# apt-get as the test sees it: records each call; "install ... debootstrap" puts debootstrap on PATH.
 echo "$*" >> "{log}"
 case " $* " in
-  *" install "*" debootstrap "*|*" install "*" debootstrap") ln -sf "{real}" "{shim}/debootstrap" ;;
+  *" install "*" debootstrap "*|*" install "*" debootstrap") cp "{standin}" "{shim}/debootstrap" ;;
 esac
 exit 0
+"""
+#: The root file system every fresh machine's ``make setup`` made with the real debootstrap.
+BASE_IMAGE = "sparkbench/debian-base:bookworm"
+#: debootstrap as the test installs it: records its arguments, then unpacks BASE_IMAGE's file
+#: system into its target folder (the argument after the suite).
+DEBOOTSTRAP_STANDIN = """#!/bin/sh
+echo "$*" >> "{log}"
+target=""; prev=""
+for a in "$@"; do
+  case "$a" in -*) ;; *) [ -n "$prev" ] && [ -z "$target" ] && target="$a"; prev="$a" ;; esac
+done
+[ -d "$target" ] || {{ echo "debootstrap stand-in: no target folder in: $*" >&2; exit 2; }}
+id=$(docker create {image} true) || exit 1
+docker export "$id" | tar -x -C "$target"; rc=$?
+docker rm "$id" >/dev/null
+exit $rc
 """
 
 
@@ -57,19 +76,21 @@ def _hidden_path(tmp_path: Path, hide: str) -> tuple[Path, str]:
 
 @pytest.fixture
 def no_debootstrap(tmp_path: Path):
-    """(env, shim folder, apt-get log): debootstrap is off PATH, apt-get is the recording shim."""
-    real = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
-    if real is None:
-        pytest.fail("debootstrap is not installed on this machine: `make setup` builds the base image with it "
-                    "(scripts/build_base_image.sh installs it); run make setup first")
+    """(env, shim folder, apt-get log, debootstrap log): debootstrap is off PATH, apt-get is the
+    recording shim that installs the stand-in."""
+    if subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True).returncode != 0:
+        pytest.fail(f"{BASE_IMAGE} is missing: `make setup` builds it (scripts/build_base_image.sh); run it first")
     shim, path = _hidden_path(tmp_path, "debootstrap")
-    log = tmp_path / "apt-get.log"
+    log, dlog = tmp_path / "apt-get.log", tmp_path / "debootstrap.log"
+    standin = tmp_path / "debootstrap-standin"
+    standin.write_text(DEBOOTSTRAP_STANDIN.format(log=dlog, image=BASE_IMAGE))
+    standin.chmod(0o755)
     (shim / "apt-get").unlink(missing_ok=True)
-    (shim / "apt-get").write_text(APT_SHIM.format(log=log, real=real, shim=shim))
+    (shim / "apt-get").write_text(APT_SHIM.format(log=log, standin=standin, shim=shim))
     (shim / "apt-get").chmod(0o755)
     env = {**os.environ, "PATH": path}
     assert subprocess.run(["sh", "-c", "command -v debootstrap"], env=env, capture_output=True).returncode != 0
-    return env, shim, log
+    return env, shim, log, dlog
 
 
 @pytest.fixture
@@ -84,13 +105,19 @@ def test_base_image_builds_where_docker_runs_and_debootstrap_is_missing(no_deboo
     if os.geteuid() != 0:
         pytest.fail("make test runs as root (it installs the setup's Debian packages); run it as root")
     assert _docker_answers(), "no Docker engine answers: make test starts one (scripts/setup_docker_engine.sh)"
-    env, shim, log = no_debootstrap
+    env, shim, log, dlog = no_debootstrap
     out = subprocess.run([str(SCRIPT), throwaway_image], env=env, capture_output=True, text=True, timeout=540)
     assert out.returncode == 0, out.stderr[-3000:]
     calls = log.read_text().splitlines()
     assert any(c.split()[:1] != ["update"] and "install" in c.split() and "debootstrap" in c.split() for c in calls), \
         calls
     assert "installing debootstrap" in out.stderr and "installed debootstrap" in out.stderr, out.stderr
+    # debootstrap, once installed, is called for a minimal bookworm with python3 from an http(s)
+    # mirror of this machine's apt sources.
+    (boot,) = [c.split() for c in dlog.read_text().splitlines()]
+    assert "--variant=minbase" in boot and "--include=python3,ca-certificates" in boot, boot
+    suite_at = boot.index("bookworm")
+    assert boot[suite_at + 2].startswith(("http://", "https://")), boot
     inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", throwaway_image],
                              capture_output=True, text=True)
     assert inspect.returncode == 0, f"{throwaway_image} was not built: {inspect.stderr}"
@@ -102,7 +129,7 @@ def test_base_image_builds_where_docker_runs_and_debootstrap_is_missing(no_deboo
 
 def test_not_root_names_the_apt_get_line_and_builds_nothing(no_debootstrap, throwaway_image, tmp_path: Path) -> None:
     """Not root: nothing is installed, the message names the package and the line, exit 1."""
-    env, shim, log = no_debootstrap
+    env, shim, log, _ = no_debootstrap
     (shim / "id").unlink(missing_ok=True)
     (shim / "id").write_text('#!/bin/sh\n[ "$1" = "-u" ] && { echo 1000; exit 0; }\nexec /usr/bin/id "$@"\n')
     (shim / "id").chmod(0o755)
