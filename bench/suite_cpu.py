@@ -52,14 +52,14 @@ PARTS = (
     ("real vLLM", {"test_compile_cache", "test_real_vllm_e2e", "test_real_vllm_serving", "test_serve_real",
                    "test_tpot_truth", "test_vllm_cpu_image", "test_sim_conformance",
                    "the session's real vLLM (tests/conftest.py real_vllm)",
-                   "the session's real residents (tests/shared_runs.py real_residents)"}, 430),
-    ("Ray pair", {"test_sim_pair_playbook", "test_sim_ray_cluster"}, 180),
-    ("SSH units", {"test_ssh_units", "test_serve_ssh"}, 75),
+                   "the session's real residents (tests/shared_runs.py real_residents)"}, 340),
+    ("Ray pair", {"test_sim_pair_playbook", "test_sim_ray_cluster"}, 155),
+    ("SSH units", {"test_ssh_units", "test_serve_ssh"}, 60),
 )
 #: Every other file that used 5 CPU-s or more (simulated playbook and serve runs), the files
 #: below that (unit, simulator and report tests), and what no test file owns (the Docker engine,
 #: pytest and its workers, the kernel).
-SIMULATED_BUDGET, REST_BUDGET, UNOWNED_BUDGET, SIMULATED_MIN_CPU_S = 620, 65, 210, 5.0
+SIMULATED_BUDGET, REST_BUDGET, UNOWNED_BUDGET, SIMULATED_MIN_CPU_S = 490, 60, 195, 5.0
 
 
 # -- the pytest plugin ---------------------------------------------------------------------------

@@ -304,7 +304,6 @@ LONG_FIRST = (
     "real_residents",           # serve.yml's residents, canary, refused candidate; serving phases (3-4 min)
     "test_ssh_units",           # the README walk-through over SSH (4-6 min)
     "test_sim_pair_playbook",   # two simulated Sparks over Ray (3-5 min)
-    "test_setup_fresh_machine", # the base image built again under a throw-away name (1-2 min)
     "test_playbook_failures",
     "test_reliability_faults",
     "test_playbook_bench",
