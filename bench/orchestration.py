@@ -71,6 +71,8 @@ def write_vars(path: Path, variants: int, results_dir: Path) -> None:
                           "args": {"quantization": "modelopt"}}],
         "bench_configs": [{"name": f"v{i + 1}"} for i in range(variants)],
         "bench_extra_variants": [], "bench_backend_comparison": False, "bench_select": [],
+        # No bracket: re-measuring the reference at the end would be a variant more than counted.
+        "bench_bracket": False,
         "bench_results_dir": str(results_dir), "bench_force": True,
         "llm_bench_output_tokens": TOKENS, "llm_bench_runs": 1, "llm_bench_warmup": 0,
         "llm_bench_concurrency": [], "llm_bench_context": [0], "llm_bench_quality": False,
