@@ -116,7 +116,7 @@ def test_base_image_builds_where_docker_runs_and_debootstrap_is_missing(no_deboo
     # mirror of this machine's apt sources.
     (boot,) = [c.split() for c in dlog.read_text().splitlines()]
     assert "--variant=minbase" in boot and "--include=python3,ca-certificates" in boot, boot
-    suite_at = boot.index("bookworm")
+    suite_at = boot.index(os.environ.get("SPARKBENCH_DEBIAN_SUITE") or "bookworm")
     assert boot[suite_at + 2].startswith(("http://", "https://")), boot
     inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", throwaway_image],
                              capture_output=True, text=True)
