@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,6 +65,26 @@ def containers(prefix: str) -> dict[str, dict]:
         return {}
     out = json.loads(subprocess.run(["docker", "inspect", *names], capture_output=True, text=True, check=True).stdout)
     return {c["Name"].lstrip("/"): c for c in out}
+
+
+#: vLLM's own time per output token: a histogram, one per engine, in the server's /metrics.
+TPOT = "vllm:request_time_per_output_token_seconds"
+
+
+def tpot_histogram(base_url: str, timeout: float = 2.0) -> tuple[float, float] | None:
+    """(sum, count) of ``TPOT`` over every label set, read with a regex of its own (the oracle does
+    not share measure.py's parser); None when /metrics does not answer or has no such histogram."""
+    try:
+        with urllib.request.urlopen(base_url + "/metrics", timeout=timeout) as resp:
+            text = resp.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    total = {"sum": 0.0, "count": 0.0}
+    seen = False
+    for m in re.finditer(r"^" + re.escape(TPOT) + r"_(sum|count)(?:\{[^}]*\})? ([0-9.eE+-]+)$", text, re.M):
+        total[m.group(1)] += float(m.group(2))
+        seen = True
+    return (total["sum"], total["count"]) if seen else None
 
 
 def serve_source_settings(request_timeout_s: float, stall_timeout_s: float) -> dict:

@@ -26,19 +26,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import threading
 import time
-import urllib.request
 
 import jsonschema
 import pytest
 import yaml
 
 from conftest import docker_available
-from helpers import REPO, ansible_env, playbook_cmd
+from helpers import REPO, ansible_env, playbook_cmd, tpot_histogram
 from reliability import ContainerCreations
 
 IMAGE = "sparkbench/vllm-cpu:v0.32.0"
@@ -72,25 +70,9 @@ RECORDED_FAILURES = {
 }
 RECORD = os.environ.get("SPARKBENCH_RECORD_FIXTURES") == "1"
 RECORDED_DIR = REPO / "tests" / "fixtures" / "recorded" / "real-vllm"
-TPOT = "vllm:request_time_per_output_token_seconds"
 
 _DOCKER_OK, _DOCKER_WHY = docker_available()
 pytestmark = pytest.mark.skipif(not _DOCKER_OK, reason=f"real vLLM needs Docker: {_DOCKER_WHY}")
-
-
-def tpot_histogram(base_url: str) -> tuple[float, float] | None:
-    """(sum, count) of vllm:request_time_per_output_token_seconds over every label set, or None."""
-    try:
-        with urllib.request.urlopen(base_url + "/metrics", timeout=2) as resp:
-            text = resp.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    total = {"sum": 0.0, "count": 0.0}
-    seen = False
-    for m in re.finditer(r"^" + re.escape(TPOT) + r"_(sum|count)(?:\{[^}]*\})? ([0-9.eE+-]+)$", text, re.M):
-        total[m.group(1)] += float(m.group(2))
-        seen = True
-    return (total["sum"], total["count"]) if seen else None
 
 
 class MetricsWatcher(threading.Thread):

@@ -24,30 +24,24 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, TPOT, tpot_histogram
 
 pytestmark = pytest.mark.real
 
-TPOT = "vllm:request_time_per_output_token_seconds"
 RUNS, TOKENS, ROUNDS, TOLERANCE_PCT = 3, 256, 3, 3.0
 
 
-def tpot_histogram(base_url: str) -> tuple[float, float]:
-    """(sum, count) of the TPOT histogram over every label set."""
-    with urllib.request.urlopen(base_url + "/metrics", timeout=10) as resp:
-        text = resp.read().decode("utf-8", "replace")
-    total = {"sum": 0.0, "count": 0.0}
-    for m in re.finditer(r"^" + re.escape(TPOT) + r"_(sum|count)(?:\{[^}]*\})? ([0-9.eE+-]+)$", text, re.M):
-        total[m.group(1)] += float(m.group(2))
-    return total["sum"], total["count"]
+def histogram(base_url: str) -> tuple[float, float]:
+    """(sum, count) of the TPOT histogram over every label set (``helpers.tpot_histogram``)."""
+    snap = tpot_histogram(base_url, timeout=10)
+    assert snap is not None, f"{base_url}/metrics has no {TPOT}"
+    return snap
 
 
 def late_reads(itl_ms: list[float] | None) -> bool:
@@ -92,9 +86,9 @@ def test_measure_tpot_matches_real_vllms_own_histogram(real_vllm, tmp_path, reco
     measure_round(url, tmp_path / "warm.json")
     tried = []
     for attempt in range(1, ROUNDS + 1):
-        s0, c0 = tpot_histogram(url)
+        s0, c0 = histogram(url)
         doc = measure_round(url, tmp_path / f"round{attempt}.json")
-        s1, c1 = tpot_histogram(url)
+        s1, c1 = histogram(url)
         runs = doc["single"]["runs"]
         assert c1 - c0 == len(runs), (c1 - c0, len(runs))  # exactly measure.py's requests
         late = [i for i, r in enumerate(runs) if late_reads(r["itl_ms"])]
