@@ -153,10 +153,7 @@ def parts(tests_dir: Path, containers_file: Path) -> list[str]:
         name, _wall, _procs, _ctrs, cpu = line.rsplit(None, 4)
         per[name.strip()] += float(cpu)
     sampled = json.loads(containers_file.read_text()) if containers_file.is_file() else {}
-    rows, owned = [], 0.0
-    for part, files, budget in PARTS:
-        cpu = sum(c for f, c in per.items() if f in files)
-        rows.append((part, cpu, budget))
+    rows = [(part, sum(c for f, c in per.items() if f in files), budget) for part, files, budget in PARTS]
     claimed = set().union(*(files for _, files, _ in PARTS))
     sim = sum(c for f, c in per.items() if f not in claimed and c >= SIMULATED_MIN_CPU_S)
     rest = sum(c for f, c in per.items() if f not in claimed and c < SIMULATED_MIN_CPU_S)
