@@ -9,8 +9,9 @@
 Runs on the controller. The reading (the figure, or why there is none: a probe never fails the
 variant) becomes the fact ``bench_bandwidth``, the probe before every variant recorded from now
 on (``sparkbench_result`` puts it into ``protocol.bandwidth``); every document recorded since the
-previous probe (the fact ``bench_bandwidth_pending``) gets it as the probe after it
-(``sparkbench.result.add_after_probe``: a drop marks that variant), and the list is emptied.
+previous probe (the fact ``bench_bandwidth_pending``) gets it as the probe after it, in a file of its
+own beside the document (``sparkbench.result.write_after_probe``: the document is not written again;
+a drop marks that variant where it is read), and the list is emptied.
 The fact ``bench_bandwidth_between``: whether the probe is cheap enough to run between variants
 (``sparkbench.bandwidth.between``). Returns ``reading``, ``amended`` and a one-line ``msg``.
 """
@@ -32,7 +33,7 @@ class ActionModule(ControllerAction):
             return {"skipped": True, "msg": "check mode: no probe ran"}
         cost = time.time() - float(args.get("started") or time.time())
         reading = bandwidth_mod.reading(args.get("run") or {}, args.get("probe") or {}, cost)
-        amended = [result_mod.add_after_probe(p, reading) for p in variables.get("bench_bandwidth_pending") or []]
+        amended = [result_mod.write_after_probe(p, reading) for p in variables.get("bench_bandwidth_pending") or []]
         figure = (f"{reading['gbps']:.1f} GB/s ({reading['method']}{', SIMULATED' if reading['simulated'] else ''})"
                   if reading["gbps"] is not None else f"no figure: {reading['reason']}")
         drops = [a["drop"] for a in amended if a["drop"]]

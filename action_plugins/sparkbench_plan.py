@@ -3,7 +3,7 @@
     - sparkbench_plan:                      # → fact bench_plan (every variant, complete)
     - sparkbench_plan:
         unit: {home: "{{ ansible_facts['user_dir'] }}"}  # → bench_plan with the unit's cache folders
-                                                         #   resolved (plan.with_unit; a cluster head's
+                                                         #   resolved (unit_home.with_unit; a cluster head's
                                                          #   nodes from each member's ansible_facts)
     - sparkbench_plan:
         provisioned: "{{ spark_host_model_failures }}"   # → bench_plan with failed downloads in preflight
@@ -23,6 +23,7 @@ with the message naming the variable and the fix. Touches no host.
 from __future__ import annotations
 
 from sparkbench import plan as plan_mod
+from sparkbench import unit_home
 from sparkbench.ansible_action import ControllerAction
 
 
@@ -55,10 +56,10 @@ class ActionModule(ControllerAction):
 
     def act(self, args, variables, task_vars):
         if "caches" in args:  # playbooks/teardown.yml: the cache folders alone (role defaults are not there)
-            folders = plan_mod.unit_cache_folders(variables, (args.get("caches") or {}).get("home"))
+            folders = unit_home.unit_cache_folders(variables, (args.get("caches") or {}).get("home"))
             return {"changed": False, "ansible_facts": {"bench_unit_caches": folders}}
         if "unit" in args:
-            new = plan_mod.with_unit(variables["bench_plan"], (args.get("unit") or {}).get("home"),
+            new = unit_home.with_unit(variables["bench_plan"], (args.get("unit") or {}).get("home"),
                                      self._member_homes(variables["bench_plan"], task_vars))
         elif "provisioned" in args:
             new = plan_mod.provisioned(variables["bench_plan"], args.get("provisioned") or {})

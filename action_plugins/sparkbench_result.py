@@ -14,8 +14,11 @@
                                          # and the drop task's registered result → protocol.drop_caches
         cluster: {spec: ..., state: ..., serving: ...}   # a cluster variant: the Ray cluster's check → cluster block
     - sparkbench_result: {plan: "{{ bench_plan }}", stage: host, ok: false, reason: "..."}   # every variant
-    - sparkbench_result:                 # bench_interference: add the coresidence block to the stored
-        entry: "{{ bench_variant }}"     # document (sparkbench.interference) → fact bench_coresidence_lines
+    - sparkbench_result:                 # bench_interference: the variant measured alone (measure) and
+        entry: "{{ bench_variant }}"     # beside the residents, recorded in one write with its
+        stage: measure                   # coresidence block (sparkbench.interference)
+        ok: true                         # → fact bench_coresidence_lines
+        measure: "{{ bench_interference_alone }}"
         coresidence: {idle: <measure run>, load: <measure run>, loads: <the loads' registered cat>, failure: ""}
 
 Builds the document, validates it against schema/result.schema.json and writes it on the
@@ -45,12 +48,6 @@ class ActionModule(ControllerAction):
     def act(self, args, variables, task_vars):
         if self._task.check_mode:
             return {"skipped": True, "msg": "check mode: no result is written"}
-        if "coresidence" in args:  # bench_interference: the stored document gets its coresidence block
-            c = args["coresidence"] or {}
-            outputs = [r.get("stdout") for r in (c.get("loads") or {}).get("results") or []]
-            added = result_mod.add_coresidence(args["entry"]["result_path"], args["entry"]["interference"],
-                                               c.get("idle"), c.get("load"), outputs, str(c.get("failure") or ""))
-            return {"changed": True, **added, "ansible_facts": {"bench_coresidence_lines": added["lines"]}}
         facts = result_mod.host_facts(variables, task_vars.get("inventory_hostname", ""))
         secrets = []
         for name in self.SECRET_VARIABLES:
@@ -72,7 +69,8 @@ class ActionModule(ControllerAction):
                                      failed=args.get("failed") or None, reason=args.get("reason"),
                                      secret_values=[str(s) for s in secrets if s],
                                      drop_caches=drop_caches,
-                                     cluster=args.get("cluster") or None, bandwidth=bandwidth)
+                                     cluster=args.get("cluster") or None, bandwidth=bandwidth,
+                                     coresidence=args.get("coresidence"))
                    for e in entries]
         out = {"changed": True, "records": records}
         pending = [r["path"] for r in records if r.get("bandwidth")]
@@ -84,6 +82,8 @@ class ActionModule(ControllerAction):
             if fail:
                 stage["reason"] = f"{fail.get('stage')}: {fail.get('reason')}"
             facts = {"bench_stage": stage}
+            if "coresidence" in args:  # what the play prints after the interference measurement
+                facts["bench_coresidence_lines"] = rec["coresidence_lines"]
             if pending:  # completed by the next bandwidth probe (sparkbench_bandwidth)
                 facts["bench_bandwidth_pending"] = list(variables.get("bench_bandwidth_pending") or []) + pending
             if rec["status"] == "complete" and not (args.get("entry") or {}).get("bracket"):

@@ -67,9 +67,11 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from . import result as result_mod
 from . import verdict as verdict_mod
 from . import version
 from .errors import InputError
+from .measure.figures import SINGLE_DECODE
 
 MIN_PEERS = 3            # units of one peer group needed for a peer judgement
 MAD_SCALE = 1.4826       # MAD → standard deviation for normal data
@@ -177,7 +179,7 @@ def unit_figures(doc: Mapping[str, Any]) -> dict[str, Any]:
     if share is None and under is not None and top:
         share = under / top
     return {
-        "decode_tok_s": _num(_dig(doc, "single", "decode_tok_s_median")),
+        "decode_tok_s": SINGLE_DECODE.read(doc),
         "n": len(verdict_mod.samples(doc, "single")),
         "clock_under_load_mhz": under, "clock_max_mhz": top, "clock_share_of_max": share,
         "power_w": _phase_stat(doc, ("power_w", "mean"), "power_w_mean"),
@@ -200,7 +202,7 @@ def _failure(doc: Mapping[str, Any] | None, reason: str | None) -> dict[str, str
     if doc is None:
         return {"stage": "host", "reason": reason or "no canary result (the host did not reach the canary)",
                 "remedy": "fix the host problem named in the reason (connection, provisioning), then run health.yml again"}
-    if doc.get("status") != "complete" or _num(_dig(doc, "single", "decode_tok_s_median")) is None:
+    if doc.get("status") != "complete" or SINGLE_DECODE.read(doc) is None:
         fail = doc.get("failure") or {}
         return {"stage": str(fail.get("stage") or "measure"),
                 "reason": str(fail.get("reason") or reason or f"canary status {doc.get('status')!r}, no single-stream median"),
@@ -352,7 +354,7 @@ def _versus_history(past: Mapping[str, Any] | None, doc: Mapping[str, Any], *, f
         return None, False
     fig, slow = _against_earlier(verdict_mod.samples(past, "single"), doc, floor_pct=floor_pct, seed=seed,
                                  resamples=resamples)
-    return ({"run_id": past.get("_run_id"), "decode_tok_s": _num(_dig(past, "single", "decode_tok_s_median")),
+    return ({"run_id": past.get("_run_id"), "decode_tok_s": SINGLE_DECODE.read(past),
              **fig}, slow)
 
 
@@ -475,12 +477,9 @@ def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str,
 # --------------------------------------------------------------------------- files
 
 def load_unit(path: str | Path) -> dict[str, Any] | None:
-    """A canary result document, or None when the file is missing or unreadable."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    """A canary result document with the probe after it (``sparkbench.result.stored``), or None
+    when the file is missing or unreadable."""
+    return result_mod.stored(path) or None
 
 
 def markdown(judgement: Mapping[str, Any], run_id: str) -> str:

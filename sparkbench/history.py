@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .measure.figures import SINGLE_DECODE
 from .paths import DEFAULT_RESULTS_DIR
 
 SCHEMA = "2"
@@ -114,7 +115,7 @@ def _row(run_id: str, path: Path, doc: dict, health: dict[str, str]) -> dict[str
     variant = dig("variant", "name") or path.stem
     host = str(doc.get("host") or path.parent.name)
     power = _num(dig("telemetry", "phases", "single", "power_w", "mean"))
-    measured = _num(dig("single", "decode_tok_s_median"))
+    measured = SINGLE_DECODE.read(doc)
     predicted = twin_single(doc) if doc.get("status") == "complete" else None
     temp = _num(dig("telemetry", "phases", "single", "temperature_c", "max"))
     return {

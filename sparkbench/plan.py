@@ -39,7 +39,7 @@ The unit's cache folders (Hugging Face, vLLM's compile cache, FlashInfer's JIT c
 ``sparkbench.launch.UNIT_CACHES``) lie on the unit, below its remote user's home unless a variable
 sets an absolute path. The plan is built on the controller before the unit has answered, so it
 holds them as ``<unit home>/…`` (``plan["unit"]``, every launch spec, summary line and cluster node);
-``with_unit(plan, home, member_homes)`` puts the unit's home in once its facts are read
+``unit_home.with_unit(plan, home, member_homes)`` puts the unit's home in once its facts are read
 (``sparkbench_plan: {unit: {home: …}}`` in playbooks/tasks/host.yml). A launch spec that still holds
 the placeholder is refused (``launch["unresolved"]``), never mounted.
 """
@@ -66,16 +66,12 @@ from .errors import InputError
 from .launch import (
     config_hash,
     launch_spec,
-    resolve_unit_path,
-    sim_unit_path,
-    unit_cache_list,
     unit_caches,
-    unresolved_message,
-    with_unit_home,
 )
 from .matrix import noprefix_variants, variant_matrix, with_tool_flags
 from .paths import DEFAULT_RESULTS_DIR, PROFILES_DIR, hardware_profile_path, model_profile_path, result_path
 from .serve import record as record_mod
+from .unit_home import sim_unit_block, unit_block
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -505,7 +501,7 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         **_provisioning(host, spec, entries + cluster_entries + worker_needs, model_profiles, _simulated(variables)),
         "host_dir": str(Path(v["bench_results_dir"]) / str(v["bench_run_id"]) / host),
         # The unit's cache folders (host paths; <unit home>/… until with_unit has the unit's home).
-        "unit": _unit_block(unit_caches(v), None),
+        "unit": unit_block(unit_caches(v), None),
         # A simulated unit's shared account: the directory made before any container starts, tenants.json.
         "sim_unit": sim_unit_block(v["sparkbench_sim_unit_dir"], v["bench_tenants"]),
         # What every variant's memory plan shares (sparkbench.memory; with_residents reads it again).
@@ -513,62 +509,6 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
         # bench_interference checked (sparkbench.interference; None: off); with_residents plans it per variant.
         "interference": interference_mod.settings(v["bench_interference"], settings), "hardware": hardware, "check_mode": bool(check_mode),
     }
-
-
-def unit_cache_folders(variables: Mapping[str, Any], home: Any) -> list[dict[str, str]]:
-    """The unit's cache folders one by one (``{key, variable, path, what}``) from the host's
-    variables and its home, without a plan (playbooks/teardown.yml); a path left with the
-    placeholder (no home) raises ``InputError``."""
-    return unit_cache_list(unit_caches(variables, home))
-
-
-def _unit_block(caches: Mapping[str, str], home: str | None) -> dict[str, Any]:
-    """``plan["unit"]``: the unit's home (None until read), its cache folders, whether all are
-    real paths (``unresolved``: "" or why not)."""
-    return {"home": home, **caches, "unresolved": unresolved_message(caches)}
-
-
-def sim_unit_block(directory: Any, tenants: Any, home: Any = None) -> dict[str, Any] | None:
-    """A simulated unit's shared account (``sparkbench_sim_unit_dir``; None when unset): the
-    directory (``<unit home>/…`` until ``home`` is known) and ``tenants_json``, the text of its
-    ``tenants.json`` (``bench_tenants`` as ``[{name, gb}]``, scripts/vllm_sim/unit_account.py)."""
-    path = sim_unit_path(directory, home)
-    if not path:
-        return None
-    declared = [{"name": t["name"], "gb": t["gb"]} for t in memory_mod.tenants(tenants)]
-    return {"dir": path, "tenants_json": json.dumps(declared, indent=1) + "\n"}
-
-
-def with_unit(plan: Mapping[str, Any], home: Any,
-              member_homes: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The plan with the unit's ``home`` (its remote user's home, ``ansible_facts.user_dir`` read on
-    the unit) put into every cache folder: ``plan["unit"]``, each launch spec (volumes, ``docker
-    run`` line; the configuration hash does not change), its summary lines, the bracket; on a
-    cluster's head every node of the cluster spec, each with its own member's home
-    (``member_homes``: ``{host: home}``; a node whose home is unknown keeps the placeholder and
-    ``ray_cluster`` start refuses it)."""
-    home_text = str(home or "").strip() or None
-    if home_text is None:
-        return dict(plan)
-
-    def resolved(entry: Mapping[str, Any]) -> Mapping[str, Any]:
-        launch = with_unit_home(entry["launch"], home_text)
-        old, new = entry["launch"]["command"], launch["command"]
-        return {**entry, "launch": launch, "summary": [line.replace(old, new) for line in entry.get("summary") or []]}
-
-    out = dict(plan)
-    out["variants"] = [resolved(e) for e in plan.get("variants") or []]
-    out["cluster_variants"] = [resolved(e) for e in plan.get("cluster_variants") or []]
-    if plan.get("bracket"):
-        out["bracket"] = resolved(plan["bracket"])
-    if plan.get("sim_unit"):
-        out["sim_unit"] = {**plan["sim_unit"], "dir": sim_unit_path(plan["sim_unit"]["dir"], home_text)}
-    unit = plan.get("unit") or _unit_block(unit_caches(), None)
-    out["unit"] = _unit_block({k: resolve_unit_path(str(unit[k]), home_text) for k in unit_caches()}, home_text)
-    if plan.get("cluster"):
-        homes = {**{str(h): v for h, v in (member_homes or {}).items() if v}, str(plan["host"]): home_text}
-        out["cluster"] = cluster_mod.with_homes(plan["cluster"], homes)
-    return out
 
 
 BRACKET_SUFFIX = ".bracket"

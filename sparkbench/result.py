@@ -25,6 +25,8 @@ from typing import Any
 from . import bandwidth as bandwidth_mod
 from . import cluster as cluster_mod
 from . import engine_log, version
+from .errors import DocumentError
+from .measure.figures import MODEL_MEMORY, TIME_TO_READY
 from .paths import SCHEMA_PATH, write_atomic
 from .secrets import public_env, redact_text
 
@@ -41,10 +43,6 @@ DEFAULT_REMEDY = {
                "when the server is unreachable; a server that died mid-run leaves its log in the container "
                "(docker logs)",
 }
-
-
-class DocumentError(ValueError):
-    """A result document that does not match the schema (a bug in the builder or its inputs)."""
 
 
 _VALIDATOR = None
@@ -208,8 +206,7 @@ def complete_document(context: Mapping[str, Any], measured: Mapping[str, Any],
     if measured.get("simulated") is not None:
         man["simulated"] = measured["simulated"]
     doc["manifest"] = man
-    doc["server_startup"] = {"time_to_ready_s": (startup or {}).get("time_to_ready_s"),
-                             "model_memory_gib": (startup or {}).get("model_memory_gib")}
+    doc[TIME_TO_READY.block] = {x.field: (startup or {}).get(x.field) for x in (TIME_TO_READY, MODEL_MEMORY)}
     if doc.get("status") != "complete":
         if server and (server.get("issue") or server.get("line")):
             doc["failure"] = measure_failure(3, measured, stderr, server=server)[0]
@@ -265,13 +262,42 @@ def parse_measured(stdout: Any) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------- files
-def stored(path: str | Path) -> dict[str, Any]:
-    """A stored result as a dict; ``{}`` when missing or corrupt (the variant is re-measured)."""
+#: the folder beside a host's result files that holds each document's probe after it
+PROBE_AFTER_DIR = "probe-after"
+
+
+def probe_after_path(path: str | Path) -> Path:
+    """Where the bandwidth probe after the result ``path`` is written: ``<host>/probe-after/<file>``
+    (a file of its own, so that the result is written once; ``*/*.json`` globs of a run never see it)."""
+    p = Path(path)
+    return p.parent / PROBE_AFTER_DIR / p.name
+
+
+def _json_object(path: Path) -> dict[str, Any]:
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def with_probe_after(doc: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """``doc`` (the result stored at ``path``) with the probe after it, where one was written:
+    ``protocol.bandwidth.after``, and on a drop ``drop`` and the ``bandwidth_drop`` flag
+    (:func:`sparkbench.bandwidth.with_after`). A document that already holds one (written by
+    sparkbench before 0.4.0) is returned as it is."""
+    block = (doc.get("protocol") or {}).get("bandwidth") if isinstance(doc.get("protocol"), Mapping) else None
+    if not isinstance(block, Mapping) or block.get("after") is not None:
+        return doc
+    after = _json_object(probe_after_path(path))
+    return bandwidth_mod.with_after(doc, after) if after else doc
+
+
+def stored(path: str | Path) -> dict[str, Any]:
+    """A stored result as a dict, with the probe after it (:func:`with_probe_after`); ``{}`` when
+    missing or corrupt (the variant is re-measured)."""
+    doc = _json_object(Path(path))
+    return with_probe_after(doc, path) if doc else {}
 
 
 def write(doc: Mapping[str, Any], path: str | Path) -> Path:
@@ -371,9 +397,10 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
            measure: Mapping | None = None, startup: Mapping | None = None, launch_failure: Mapping | None = None,
            failed: Mapping | None = None, reason: Any = None, secret_values: Any = (),
            drop_caches: Mapping | None = None, cluster: Mapping | None = None,
-           bandwidth: Mapping | None = None) -> dict[str, Any]:
-    """Build, validate and write one planned variant's document; returns ``{path, status, failure,
-    bandwidth}`` (``bandwidth``: whether the document waits for the probe after it).
+           bandwidth: Mapping | None = None, coresidence: Mapping | None = None) -> dict[str, Any]:
+    """Build, validate and write one planned variant's document, once; returns ``{path, status,
+    failure, bandwidth, coresidence_lines}`` (``bandwidth``: whether the document waits for the
+    probe after it; ``coresidence_lines``: the co-residence rows as lines, [] without them).
 
     ``secret_values``: the run's secrets (HF token, API key), masked in anything taken from the
     server log (``kernels``). A failed variant's document carries ``kernels`` too when a log says
@@ -382,13 +409,19 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
     ``drop_caches`` (a single-host variant): :func:`drop_caches_outcome`, into ``protocol.drop_caches``.
 
     ``bandwidth``: the host's last bandwidth probe before this variant (``sparkbench.bandwidth``),
-    into ``protocol.bandwidth`` of a document whose server served; :func:`add_after_probe` adds the
-    probe after it.
+    into ``protocol.bandwidth`` of a document whose server served; :func:`write_after_probe` writes
+    the probe after it to a file of its own, which :func:`stored` joins.
 
     ``cluster`` (a cluster variant, ``entry["cluster"]``): ``{spec, state, serving}`` — the plan's
     cluster spec, the ray_cluster role's check before the launch and its snapshot while the model
     served; the document gets the ``cluster`` block (``sparkbench.cluster.cluster_block``), and a
-    check that failed makes a preflight failure with its reasons and remedies."""
+    check that failed makes a preflight failure with its reasons and remedies.
+
+    ``coresidence`` (``bench_interference`` on a unit with residents): ``{idle, load, loads,
+    failure}`` — measure's runs beside the residents, idle and under load, the loads' own outputs
+    and why the steps stopped ("" when they did not) — becomes the document's ``coresidence``
+    block (:func:`sparkbench.interference.coresidence` against the variant alone, this document's
+    own requests) before the one write."""
     context = context_fields(entry, host)
     cluster = cluster or {}
     state = cluster.get("state") or {}
@@ -425,37 +458,36 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
             cluster["spec"], state, serving.get("probe") or state.get("probe"), serving.get("status"),
             tensor_parallel_size=int(entry["cluster"]["tensor_parallel_size"]),
             pipeline_parallel_size=int(entry["cluster"]["pipeline_parallel_size"]))}
+    lines: list[str] = []
+    if coresidence is not None and doc["status"] != "failed":
+        doc, lines = _with_coresidence(doc, entry, coresidence)
     path = write(doc, entry["result_path"])
     waits = isinstance((doc.get("protocol") or {}).get("bandwidth"), Mapping)
     return {"path": str(path), "status": doc["status"], "variant": entry["name"], "failure": doc.get("failure"),
-            "bandwidth": waits}
+            "bandwidth": waits, "coresidence_lines": lines}
 
 
-def add_after_probe(path: str | Path, after: Mapping[str, Any]) -> dict[str, Any]:
-    """Add the bandwidth probe run after a variant to its stored document (``protocol.bandwidth.after``,
-    and on a drop the ``bandwidth_drop`` flag: :func:`sparkbench.bandwidth.with_after`), validated and
-    written again; returns ``{path, drop}`` (the drop's text or None; a missing or corrupt file is
-    left alone)."""
+def _with_coresidence(doc: dict[str, Any], entry: Mapping[str, Any],
+                      c: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``doc`` with its ``coresidence`` block (see :func:`record`) and the block's report lines."""
+    from .interference import block as coresidence_mod
+
+    outputs = [r.get("stdout") for r in (c.get("loads") or {}).get("results") or []]
+    doc = {**doc, "coresidence": coresidence_mod.coresidence(doc, entry["interference"], c.get("idle"), c.get("load"),
+                                                             outputs, str(c.get("failure") or ""))}
+    return doc, coresidence_mod.lines(coresidence_mod.rows(doc))
+
+
+def write_after_probe(path: str | Path, after: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the bandwidth probe run after the result ``path`` to a file of its own
+    (:func:`probe_after_path`; the result itself is not written again), checked first: the result
+    with it must still validate. Returns ``{path, drop}`` (the drop's text or None; a missing or
+    corrupt result gets no file)."""
     doc = stored(path)
     if not doc:
         return {"path": str(path), "drop": None}
-    doc = bandwidth_mod.with_after(doc, after)
-    write(doc, path)
-    drop = ((doc.get("protocol") or {}).get("bandwidth") or {}).get("drop")
+    joined = bandwidth_mod.with_after(doc, after)
+    validate(joined)
+    write_atomic(probe_after_path(path), (json.dumps(dict(after), indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+    drop = ((joined.get("protocol") or {}).get("bandwidth") or {}).get("drop")
     return {"path": str(path), "drop": drop["text"] if drop else None}
-
-
-def add_coresidence(path: str | Path, block: Mapping[str, Any], idle: Mapping[str, Any] | None,
-                    load: Mapping[str, Any] | None, load_outputs: Any, failure: str = "") -> dict[str, Any]:
-    """Add the interference measurement (``coresidence``: :func:`sparkbench.interference.coresidence`)
-    to the variant's stored document, validated and written again; returns ``{path, rows}`` (the
-    report's rows and their lines; a missing or corrupt file is left alone, with none)."""
-    from .interference import block as coresidence_mod
-
-    doc = stored(path)
-    if not doc:
-        return {"path": str(path), "rows": [], "lines": [f"{path}: no stored result to add co-residence to"]}
-    doc["coresidence"] = coresidence_mod.coresidence(doc, block, idle, load, list(load_outputs or []), failure)
-    write(doc, path)
-    found = coresidence_mod.rows(doc)
-    return {"path": str(path), "rows": found, "lines": coresidence_mod.lines(found)}

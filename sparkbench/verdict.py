@@ -60,7 +60,7 @@ import random
 from statistics import NormalDist, median, pstdev
 from typing import Any
 
-from .measure import bootstrap_medians
+from .measure import bootstrap_medians, figures
 
 #: requests per side a verdict needs. With 3 against 3 no test of medians reaches 5 % (a rank
 #: test's smallest two-sided p is 2/20 = 0.10); at 5 per side the widened bootstrap's false
@@ -292,34 +292,7 @@ def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int 
     return out
 
 
-def _positive(values: Any) -> list[float]:
-    """The positive finite numbers of ``values`` (others — None, errors — are not requests)."""
-    return [float(v) for v in values or [] if isinstance(v, (int, float)) and not isinstance(v, bool)
-            and math.isfinite(v) and v > 0]
-
-
 def samples(result: dict, metric: str) -> list[float]:
-    """Per-request values of ``metric`` in a result document (tok/s).
-
-    ``single``: ``single.runs[].decode_tok_s`` of the valid runs (``valid`` not False, a positive
-    rate). ``combined_N``: the decode rates of the N parallel streams at concurrency N
-    (``parallel[].per_stream[].decode_tok_s``, else ``per_stream_decode_tok_s``): the combined
-    figure is measured once per concurrency, so its verdict compares the per-stream rates that
-    make it up. [] when the result holds no per-request data (e.g. only medians). ValueError for
-    an unknown metric."""
-    if not isinstance(result, dict):
-        return []
-    if metric == "single":
-        runs = (result.get("single") or {}).get("runs") if isinstance(result.get("single"), dict) else None
-        return _positive(r.get("decode_tok_s") for r in runs or []
-                         if isinstance(r, dict) and r.get("valid") is not False)
-    if metric.startswith("combined_") and metric[len("combined_"):].isdigit():
-        n = int(metric[len("combined_"):])
-        for entry in result.get("parallel") or []:
-            if isinstance(entry, dict) and entry.get("concurrency") == n:
-                streams = entry.get("per_stream")
-                if isinstance(streams, list) and streams:
-                    return _positive(s.get("decode_tok_s") for s in streams if isinstance(s, dict))
-                return _positive(entry.get("per_stream_decode_tok_s"))
-        return []
-    raise ValueError(f"metric {metric!r}: use 'single' or 'combined_N' (N = a concurrency, e.g. combined_8)")
+    """Per-request values of ``metric`` in a result document (tok/s): the figure's declaration
+    says which (:func:`sparkbench.measure.figures.samples`). ValueError for an unknown metric."""
+    return figures.samples(result, metric)

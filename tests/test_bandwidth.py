@@ -14,6 +14,7 @@ import yaml
 from sparkbench import bandwidth, plan, result
 from sparkbench.bandwidth import probe as probe_mod
 from sparkbench.bandwidth import spec as spec_mod
+from sparkbench.report.load import load_run
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
@@ -236,11 +237,18 @@ def test_the_result_builder_records_the_probes_around_a_variant(tmp_path):
     doc = json.loads(Path(rec["path"]).read_text())
     jsonschema.validate(doc, SCHEMA)
     assert doc["protocol"]["bandwidth"]["gbps"] == 231.0 and doc["protocol"]["bandwidth"]["after"] is None
-    out = result.add_after_probe(rec["path"], probe_at(180.0, "2026-12-01T10:05:00Z"))
-    doc = json.loads(Path(rec["path"]).read_text())
+    written = Path(rec["path"]).read_bytes()
+    out = result.write_after_probe(rec["path"], probe_at(180.0, "2026-12-01T10:05:00Z"))
+    # The result is written once: the probe after it goes to a file of its own, joined where it is read.
+    assert Path(rec["path"]).read_bytes() == written
+    assert json.loads(result.probe_after_path(rec["path"]).read_text())["when"] == "2026-12-01T10:05:00Z"
+    doc = result.stored(rec["path"])
     jsonschema.validate(doc, SCHEMA)
     assert out["drop"] and doc["protocol"]["bandwidth"]["after"]["when"] == "2026-12-01T10:05:00Z"
     assert doc["protocol"]["flags"][-1]["code"] == "bandwidth_drop"
+    # The report's loader joins it too (a run folder's */*.json never lists the probe's own file).
+    run = load_run(Path(rec["path"]).parent.parent)
+    assert not run.errors and run.results[0]["protocol"]["bandwidth"]["drop"]["after_gbps"] == 180.0
     # a variant that never served (launch failed) waits for no probe
     failed = result.record(entry, HOST, "launch", False, launch_failure={"reason": "crashed"},
                            bandwidth=probe_at(231.0))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_result_documents import inventory_vars
 
-from sparkbench import interference, plan, result
+from sparkbench import interference, plan, result, unit_home
 from sparkbench.errors import InputError
 from sparkbench.launch import config_hash, launch_spec, with_unit_home
 from sparkbench.report.sections import coresidence as coresidence_section
@@ -48,7 +48,7 @@ def test_the_unit_account_is_mounted_outside_the_configuration_hash():
 
 def test_the_plan_names_the_account_and_the_tenants_it_declares(tmp_path):
     v = inventory_vars(tmp_path, sparkbench_sim_unit_dir="~/u/spark-sim01", bench_tenants=[{"name": "rag", "gb": 20}])
-    p = plan.with_unit(plan.plan_host(v, HOST), "/root")
+    p = unit_home.with_unit(plan.plan_host(v, HOST), "/root")
     assert p["sim_unit"]["dir"] == "/root/u/spark-sim01"
     assert json.loads(p["sim_unit"]["tenants_json"]) == [{"name": "rag", "gb": 20.0}]
     assert all(e["launch"]["container"]["volumes"][-1] == "/root/u/spark-sim01:/run/sparkbench-unit"
@@ -156,20 +156,32 @@ def test_the_coresidence_block_has_verdicts_in_the_trust_words_and_the_loads_rec
     assert failed["load"][0]["error"] == "the load wrote no document"
 
 
-def test_the_stored_document_gets_its_block_and_the_report_its_rows(tmp_path):
+def test_the_document_is_written_once_with_its_block_and_the_report_gets_its_rows(tmp_path):
     v, containers = resident_world(tmp_path)
     e = plan.with_residents(plan.plan_host(v, HOST), containers)["variants"][0]
-    doc = json.loads(FIXTURE.read_text())  # a complete stored result: the variant alone
-    doc["single"]["runs"] = [{**doc["single"]["runs"][0], "decode_tok_s": x} for x in (76.0, 76.2, 75.9, 76.1, 76.3)]
-    path = tmp_path / "alone.json"
-    path.write_text(json.dumps(doc))
-    added = result.add_coresidence(path, e["interference"], measured([76.1, 76.0, 76.2, 75.9, 76.1]),
-                                   measured([47.0, 47.5, 46.8, 47.2, 47.1]), [None])
-    stored = result.stored(path)
+    alone = json.loads(FIXTURE.read_text())  # measure's document of the variant alone
+    alone["single"]["runs"] = [{**alone["single"]["runs"][0], "decode_tok_s": x} for x in (76.0, 76.2, 75.9, 76.1, 76.3)]
+    facts = result.host_facts({"sparkbench_gpu_less": True}, HOST)
+    beside = {"idle": measured([76.1, 76.0, 76.2, 75.9, 76.1]), "load": measured([47.0, 47.5, 46.8, 47.2, 47.1]),
+              "loads": {"results": [{"stdout": None}]}, "failure": ""}
+    writes = []
+    real_write = result.write
+    result.write = lambda doc, path: writes.append(path) or real_write(doc, path)
+    try:
+        rec = result.record(e, facts, "measure", True, measure={"rc": 0, "stdout": json.dumps(alone)},
+                            coresidence=beside)
+    finally:
+        result.write = real_write
+    assert len(writes) == 1, writes  # one write, the block in it: never a rewrite
+    stored = result.stored(rec["path"])
     assert result.validation_errors(stored) == [] and len(stored["coresidence"]["conditions"]) == 3
-    assert [r["condition"] for r in added["rows"]] == ["idle", "load"]
-    assert added["lines"][1].startswith("spark-sim11 gptoss-pp2 under sparkbench-resident-nvidia-mtp3's 1 req/s load: "
-                                        "47.10 tok/s (alone 76.10 tok/s) — differs by −38.")
+    assert rec["coresidence_lines"][1].startswith(
+        f"{HOST} nvidia-bare under sparkbench-resident-nvidia-mtp3's 1 req/s load: 47.10 tok/s (alone 76.10 tok/s) "
+        "— differs by −38."), rec["coresidence_lines"]
+    # Without the measurements beside the residents, no block and no lines.
+    plain = result.record({**e, "result_path": str(tmp_path / "plain.json")}, facts, "measure", True,
+                          measure={"rc": 0, "stdout": json.dumps(alone)})
+    assert plain["coresidence_lines"] == [] and "coresidence" not in result.stored(plain["path"])
     s = coresidence_section([stored])
     table = s.tables[0]
     assert table.headers == ["host", "variant", "beside the residents", "tok/s", "alone tok/s", "verdict vs alone"]

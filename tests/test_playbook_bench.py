@@ -21,6 +21,7 @@ import jsonschema
 import pytest
 import yaml
 
+from sparkbench import result as result_mod
 from sparkbench.version import VERSION
 
 from conftest import image_present
@@ -213,7 +214,10 @@ def test_every_served_result_carries_the_bandwidth_probes_around_it(bench, first
     figures: dict[str, list[float]] = {}
     for host in HOSTS:
         for path in sorted((run / host).glob("*.json")):
-            doc = json.loads(path.read_text())
+            # the document with the probe after it, which the probe wrote to a file of its own
+            doc = result_mod.stored(path)
+            raw = (json.loads(path.read_text()).get("protocol") or {}).get("bandwidth") or {}
+            assert raw.get("after") is None, path  # the result itself is never written again
             bw = (doc.get("protocol") or {}).get("bandwidth")
             if doc["status"] == "failed" and doc["failure"]["stage"] in ("preflight", "launch"):
                 assert bw is None, path

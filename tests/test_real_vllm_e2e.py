@@ -35,6 +35,8 @@ import jsonschema
 import pytest
 import yaml
 
+from sparkbench import result as result_mod
+
 from conftest import docker_available
 from helpers import REPO, ansible_env, playbook_cmd, tpot_histogram
 from reliability import ContainerCreations
@@ -188,7 +190,8 @@ def real_run(tmp_path_factory):
     proc = procs[-1]
     print(f"\nreal vLLM playbook: {wall:.0f} s wall")
     run = results / "RV1"
-    docs = {p.relative_to(run).with_suffix("").as_posix(): json.loads(p.read_text()) for p in run.glob("*/*.json")}
+    # each document with the probe after it (written to a file of its own: sparkbench.result.stored)
+    docs = {p.relative_to(run).with_suffix("").as_posix(): result_mod.stored(p) for p in run.glob("*/*.json")}
     if RECORD:
         RECORDED_DIR.mkdir(parents=True, exist_ok=True)
         for name in RECORDED_FAILURES:

@@ -2,7 +2,7 @@
 the unit, never from the controller (issue 22, items 1 and 3).
 
 Unit layer: the plan holds ``<unit home>/…`` until the unit's home is put in
-(``sparkbench.plan.with_unit``): every launch spec, summary line, the bracket and each cluster
+(``sparkbench.unit_home.with_unit``): every launch spec, summary line, the bracket and each cluster
 node, with the configuration hash unchanged; a spec with the placeholder says why it is refused.
 Ansible layer: ``bench.yml --check`` on a local unit whose controller HOME differs from the unit
 user's home shows the unit's path; ``teardown.yml`` finds the cache folders of a unit whose
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkbench import cluster, launch, plan
+from sparkbench import cluster, launch, plan, unit_home
 from sparkbench.errors import InputError
 
 from helpers import REPO, ansible_env, run_playbook
@@ -87,7 +87,7 @@ def test_with_unit_resolves_every_launch_spec_and_summary_and_keeps_the_hash(tmp
     v = inventory_vars(tmp_path, spark_host_vllm_cache="~/compile/vllm")
     v.pop("spark_host_hf_cache")
     before = plan.plan_host(v, HOST)
-    after = plan.with_unit(before, SPARK_HOME)
+    after = unit_home.with_unit(before, SPARK_HOME)
     assert after["unit"] == {"home": SPARK_HOME, "hf_cache": f"{SPARK_HOME}/.cache/huggingface",
                              "vllm_cache": f"{SPARK_HOME}/compile/vllm",
                              "flashinfer_cache": f"{SPARK_HOME}/.cache/flashinfer", "unresolved": ""}
@@ -110,9 +110,9 @@ def test_with_unit_resolves_every_launch_spec_and_summary_and_keeps_the_hash(tmp
                [line for line in old["summary"] if not line.startswith("command:")]
     # Absolute paths stay as set; no home read (a unit that did not answer) changes nothing.
     absolute = plan.plan_host(inventory_vars(tmp_path), HOST)
-    assert plan.with_unit(absolute, SPARK_HOME)["variants"][0]["launch"]["container"]["volumes"][0] == \
+    assert unit_home.with_unit(absolute, SPARK_HOME)["variants"][0]["launch"]["container"]["volumes"][0] == \
            "/cache:/root/.cache/huggingface"
-    assert plan.with_unit(before, None) == before
+    assert unit_home.with_unit(before, None) == before
 
 
 @pytest.mark.unit
@@ -135,7 +135,7 @@ def test_a_cluster_head_resolves_each_node_with_its_own_members_home(tmp_path):
     spec = head_plan["cluster"]
     assert [n["caches"]["vllm_cache"] for n in spec["nodes"]] == ["<unit home>/.cache/sparkbench/vllm"] * 2
     assert f"Ray node {HEAD}" in spec["unresolved_caches"] and f"Ray node {WORKER}" in spec["unresolved_caches"]
-    done = plan.with_unit(head_plan, "/home/head", {WORKER: "/home/worker"})
+    done = unit_home.with_unit(head_plan, "/home/head", {WORKER: "/home/worker"})
     assert [n["volumes"] for n in done["cluster"]["nodes"]] == [
         [f"/home/{who}/.cache/sparkbench/{d}:/root/.cache/{c}"
          for d, c in (("huggingface", "huggingface"), ("vllm", "vllm"), ("flashinfer", "flashinfer"))]
@@ -143,7 +143,7 @@ def test_a_cluster_head_resolves_each_node_with_its_own_members_home(tmp_path):
     assert done["cluster"]["unresolved_caches"] == ""
     # The address completion keeps them; a worker whose home was not read is named, never guessed.
     assert cluster.with_addresses(done["cluster"], {})["nodes"][1]["caches"] == done["cluster"]["nodes"][1]["caches"]
-    partial = plan.with_unit(head_plan, "/home/head", {})
+    partial = unit_home.with_unit(head_plan, "/home/head", {})
     assert partial["cluster"]["nodes"][0]["caches"]["hf_cache"] == "/home/head/.cache/sparkbench/huggingface"
     assert partial["cluster"]["unresolved_caches"].startswith(f"Ray node {WORKER}: ")
     # The cluster variants run in the head's Ray container: their launch spec mounts nothing itself.
@@ -162,8 +162,8 @@ def test_a_cluster_spec_from_members_with_facts_is_resolved_at_once(tmp_path):
 @pytest.mark.unit
 def test_teardown_cache_folders_need_the_units_home():
     with pytest.raises(InputError, match="not resolved on the unit"):
-        plan.unit_cache_folders({}, None)
-    folders = plan.unit_cache_folders({"spark_host_flashinfer_cache": "/srv/fi"}, "/home/spark")
+        unit_home.unit_cache_folders({}, None)
+    folders = unit_home.unit_cache_folders({"spark_host_flashinfer_cache": "/srv/fi"}, "/home/spark")
     assert [(f["variable"], f["path"]) for f in folders] == [
         ("spark_host_hf_cache", "/home/spark/.cache/huggingface"), ("spark_host_vllm_cache", "/home/spark/.cache/vllm"),
         ("spark_host_flashinfer_cache", "/srv/fi")]

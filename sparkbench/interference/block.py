@@ -6,7 +6,7 @@ co-resident conditions (``idle``: the residents present and idle; ``load``: each
 background load) and the loads' own documents::
 
     {residents: [{name, variant, port}], load_rps, runs,
-     conditions: [{condition: alone|idle|load, label, decode_tok_s_median, requests, samples,
+     conditions: [{condition: alone|idle|load, label, <SINGLE_DECODE.field>, requests, samples,
                    verdict (sparkbench.verdict.compare_samples against alone, None for alone), text, error}],
      load: [{resident, status, requests, completed, achieved_rate, output_tok_s, stopped, error}]}
 
@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import verdict as verdict_mod
+from ..measure.figures import SINGLE_DECODE
 from ..result import parse_measured
 
 CONDITIONS = ("alone", "idle", "load")
@@ -40,7 +41,7 @@ def _condition(condition: str, label: str, samples: list[float], alone: list[flo
     """One condition's figures and, beside the residents, its verdict against the variant alone."""
     verdict = None if condition == "alone" or error else verdict_mod.compare_samples(alone, samples)
     return {"condition": condition, "label": label,
-            "decode_tok_s_median": round(statistics.median(samples), 3) if samples else None,
+            SINGLE_DECODE.field: round(statistics.median(samples), 3) if samples else None,
             "requests": len(samples), "samples": [round(x, 4) for x in samples], "verdict": verdict,
             "text": verdict["text"] if verdict else None, "error": error}
 
@@ -92,7 +93,7 @@ def rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         return []
     alone = next((c for c in block.get("conditions") or [] if c.get("condition") == "alone"), {})
     return [{"host": doc.get("host"), "variant": (doc.get("variant") or {}).get("name"), "condition": c["condition"],
-             "label": c["label"], "median": c.get("decode_tok_s_median"), "alone": alone.get("decode_tok_s_median"),
+             "label": c["label"], "median": c.get(SINGLE_DECODE.field), "alone": alone.get(SINGLE_DECODE.field),
              "text": c.get("text") or c.get("error") or ""}
             for c in block.get("conditions") or [] if c.get("condition") != "alone"]
 

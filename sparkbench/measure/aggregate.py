@@ -6,10 +6,13 @@ from collections.abc import Callable
 from typing import Any
 
 from .common import inf_str
+from .figures import COMBINED, PER_STREAM_DECODE, SINGLE_DECODE, TTFT
 from .record import RequestRecord
 from .stats import count_waves, median, meets_slo, pcts, percentile, request_tpot, stat4
 
-_OPTIONAL_SINGLE = ("decode_tok_s_median_bound", "decode_reason")
+#: the median's bound where a run's decode figure has one (simulated ceilings)
+MEDIAN_BOUND = f"{SINGLE_DECODE.field}_bound"
+_OPTIONAL_SINGLE = (MEDIAN_BOUND, "decode_reason")
 
 
 def summarise_single(s: dict[str, Any], warmup_prompt_tokens: int | None) -> None:
@@ -19,10 +22,10 @@ def summarise_single(s: dict[str, Any], warmup_prompt_tokens: int | None) -> Non
     valid = [r for r in s["runs"] if r["decode_tok_s"] is not None]
     decs = [r["decode_tok_s"] for r in valid]
     ttfts = [r["ttft_s"] for r in s["runs"] if r["ttft_s"] is not None]
-    s["decode_tok_s_median"] = median(decs)
-    s["decode_tok_s_min"] = min(decs) if decs else None
-    s["decode_tok_s_max"] = max(decs) if decs else None
-    s["ttft_s_median"] = median(ttfts)
+    s[SINGLE_DECODE.field] = median(decs)
+    s[SINGLE_DECODE.low] = min(decs) if decs else None
+    s[SINGLE_DECODE.high] = max(decs) if decs else None
+    s[TTFT.field] = median(ttfts)
     s["ttft_n"] = len(ttfts)
     s["attempted_runs"] = len(s["runs"])
     s["valid_runs"] = s["n"] = len(valid)
@@ -30,9 +33,9 @@ def summarise_single(s: dict[str, Any], warmup_prompt_tokens: int | None) -> Non
     if any("decode_bound" in r for r in valid):
         lows = [r.get("decode_bound", {}).get("low", r["decode_tok_s"]) for r in valid]
         highs = [r.get("decode_bound", {}).get("high", r["decode_tok_s"]) for r in valid]
-        s["decode_tok_s_median_bound"] = {"low": median(lows), "high": median(highs)}
+        s[MEDIAN_BOUND] = {"low": median(lows), "high": median(highs)}
     else:
-        s.pop("decode_tok_s_median_bound", None)
+        s.pop(MEDIAN_BOUND, None)
     prompts = {r["prompt_tokens"] for r in s["runs"] if r.get("prompt_tokens") is not None}
     if warmup_prompt_tokens is not None and prompts:
         prompts.add(warmup_prompt_tokens)
@@ -70,8 +73,8 @@ def parallel_entry(n: int, records: list[RequestRecord], streams: list[dict[str,
     prompts = {s["prompt_tokens"] for s in streams if s["prompt_tokens"] is not None}
     entry: dict[str, Any] = {
         "concurrency": n, "requests": n, "completed": len(ok), "errors": n - len(ok),
-        "combined_tok_s": None, "per_stream_decode_tok_s": per_stream,
-        "per_stream_decode_tok_s_median": median(per_stream), "per_stream_n": len(per_stream),
+        COMBINED.field: None, "per_stream_decode_tok_s": per_stream,
+        PER_STREAM_DECODE.field: median(per_stream), "per_stream_n": len(per_stream),
         "per_stream": streams, "ttft_s": pcts([r.ttft for r in ok if r.ttft is not None]), "itl_s": pcts(itl),
         "itl_streams": itl_streams, "forced_length": forced,
         "length_ok": all(t == output_tokens for t in tokens) if ok and None not in tokens else None,
@@ -93,7 +96,7 @@ def parallel_entry(n: int, records: list[RequestRecord], streams: list[dict[str,
         total = sum(t for t in tokens if t is not None)
         entry["completion_tokens"] = total
         entry["wall_s"] = span
-        entry["combined_tok_s"] = total / span if span > 0 else None
+        entry[COMBINED.field] = total / span if span > 0 else None
     else:
         entry["combined_reason"] = "no request completed" if not ok else "server sent no usage: token counts unknown"
     return entry

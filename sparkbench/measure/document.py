@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from . import bandwidth as bandwidth_mod
 from .client import Endpoint
 from .common import SCHEMA_VERSION, SCRIPT_VERSION, clean_json, inf_str, redact, utc_now
+from .figures import MEAN_ACCEPTANCE_LENGTH
 from .metrics import spec_delta, sum_spec_deltas
 from .options import OPTIONS
 from .telemetry import Telemetry
@@ -22,7 +23,7 @@ from .telemetry import Telemetry
 if TYPE_CHECKING:
     from .session import Session
 
-_NO_SPEC = {"acceptance_per_position": None, "mean_acceptance_length": None, "draft_acceptance_rate": None,
+_NO_SPEC = {"acceptance_per_position": None, MEAN_ACCEPTANCE_LENGTH.field: None, "draft_acceptance_rate": None,
             "num_drafts": None}
 
 

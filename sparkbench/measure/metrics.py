@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .figures import MEAN_ACCEPTANCE_LENGTH
+
 SPEC_PREFIX = "vllm:spec_decode_"
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -136,7 +138,7 @@ def spec_delta(before: SpecCounters | None, after: SpecCounters | None) -> dict[
     d_pos = [after.per_pos.get(p, 0.0) - before.per_pos.get(p, 0.0) for p in positions]
     out: dict[str, Any] = {
         "acceptance_per_position": None,
-        "mean_acceptance_length": None,
+        MEAN_ACCEPTANCE_LENGTH.field: None,
         "draft_acceptance_rate": None,
         "num_drafts": int(d_drafts) if d_drafts >= 0 else None,
         "num_draft_tokens": int(d_tokens) if d_tokens >= 0 else None,
@@ -151,7 +153,7 @@ def spec_delta(before: SpecCounters | None, after: SpecCounters | None) -> dict[
         return out
     rates = [d / d_drafts for d in d_pos]
     out["acceptance_per_position"] = rates
-    out["mean_acceptance_length"] = 1.0 + sum(rates)
+    out[MEAN_ACCEPTANCE_LENGTH.field] = 1.0 + sum(rates)
     out["draft_acceptance_rate"] = d_acc / d_tokens if d_tokens > 0 else None
     return out
 

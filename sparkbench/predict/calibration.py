@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import history
+from ..measure.figures import SINGLE_DECODE
 from .config import PredictInputError, TwinConfig, build_twin, decode_rate
 
 #: simulator knobs that set the pace outright (the run says nothing of the unit's speed)
@@ -70,7 +71,7 @@ def twin_single(doc: Mapping[str, Any]) -> float | None:
 
 def ratio(doc: Mapping[str, Any]) -> float | None:
     """measured single-stream median / the twin's rate for this result (None: not comparable)."""
-    measured = (doc.get("single") or {}).get("decode_tok_s_median")
+    measured = SINGLE_DECODE.read(doc)
     predicted = twin_single(doc)
     if predicted is None or not isinstance(measured, (int, float)) or measured <= 0:
         return None
@@ -135,8 +136,7 @@ def launch_fit(results_dir: str | Path, host: str, model_id: str, hardware: Mapp
         if (doc.get("variant") or {}).get("model") != model_id or not gbps:
             continue
         config = TwinConfig.from_args((doc.get("variant") or {}).get("args"))
-        single = doc.get("single") or {}
-        lo, hi = single.get("decode_tok_s_min"), single.get("decode_tok_s_max")
+        _, lo, hi = SINGLE_DECODE.spread(doc)
         spread = (float(hi) - float(lo)) / 2.0 / float(row["single_median"]) if lo and hi else 0.0
         return {"variant": row["variant"], "run_id": row["run_id"], "measured": float(row["single_median"]),
                 "bandwidth_gbps": gbps, "config": config, "spread": max(spread, 0.01),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from ..measure.figures import COMBINED, MEAN_ACCEPTANCE_LENGTH, SINGLE_DECODE
 from .numbers import CONCURRENCIES
 from .sections.hosts import unit_cell, variant_cells, variant_label
 from .table import DASH, f, pct
@@ -99,7 +100,8 @@ def _comparisons(doc: dict) -> tuple[str | None, dict, set]:
 def parallel(doc: dict) -> int:
     """The concurrency of the table's combined column: :data:`PARALLEL`, else the highest the run
     measured (a run of 2 parallel only shows 2×)."""
-    measured = [c for c in CONCURRENCIES if any(r.get(f"combined_{c}") is not None for r in doc.get("rows") or [])]
+    measured = [c for c in CONCURRENCIES
+                if any(r.get(COMBINED.column_at(c)) is not None for r in doc.get("rows") or [])]
     return PARALLEL if PARALLEL in measured or not measured else max(measured)
 
 
@@ -121,9 +123,9 @@ def _columns(doc: dict, per_position: bool) -> tuple[list[str], list[list[str]]]
             cells = [DASH, DASH] + ([failed, DASH, DASH] if title else [DASH, failed])
         else:
             c = variant_cells(r)
-            accept = c["acceptance_per_position"] if per_position else c["mean_acceptance_length"]
-            cells = ([f(r["single_tok_s"], 1), c["speedup_vs_bare"]] + ([_verdict(by_row.get(key), (r["host"], r["variant"]) in refs)] if title else [])
-                     + [c[f"combined_{n}"], accept])
+            accept = c["acceptance_per_position"] if per_position else c[MEAN_ACCEPTANCE_LENGTH.column]
+            verdict = [_verdict(by_row.get(key), (r["host"], r["variant"]) in refs)] if title else []
+            cells = [f(r[SINGLE_DECODE.column], 1), c["speedup_vs_bare"], *verdict, c[COMBINED.column_at(n)], accept]
         label = variant_label(r) + ("" if r["status"] in ("complete", "failed") else f" ({r['status']})")
         host = unit_cell(r) if not rows or rows[-1][1] != unit_cell(r) else ""
         rows.append(([host, unit_cell(r)] if multi else [None, None]) + [label] + cells)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from sparkbench.measure.figures import SINGLE_DECODE
 from sparkbench.verdict import compare_samples, explained, samples
 
 from . import numbers as n
@@ -62,8 +63,8 @@ def host_drift(results: list[dict], brackets: list[dict], *, seed: int = 0) -> d
         compared = ref is not None and br.get("status") != "failed"
         text = f"{of} measured again at the end: {explained(verdict) if compared else why}"
         out[host] = {"variant": of, "verdict": verdict, "unreliable": unreliable, "text": text, "reason": why,
-                     "reference_median": n.dig(ref, "single", "decode_tok_s_median") if ref else None,
-                     "bracket_median": n.dig(br, "single", "decode_tok_s_median"),
+                     "reference_median": SINGLE_DECODE.read(ref) if ref else None,
+                     "bracket_median": SINGLE_DECODE.read(br),
                      "n_reference": len(ref_values), "n_bracket": len(br_values),
                      "bracket_status": br.get("status"),
                      "simulated": n.is_simulated(br) or bool(ref and n.is_simulated(ref))}

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..result import with_probe_after
+
 STATUSES = ("complete", "incomplete", "failed")
 NAME_RE = re.compile(r"^[a-z0-9._-]+$")
 #: Folders under a run directory that hold report output, not hosts.
@@ -142,6 +144,7 @@ def _load_one(run: Run, f: Path, variant: str, fix: str) -> dict | None:
     if problem:
         run.errors.append(LoadError(rel, f"{problem}; {fix}"))
         return None
+    doc = with_probe_after(doc, f)  # the bandwidth probe after it, from its own file
     doc.setdefault("host", host)
     if not isinstance(doc.get("variant"), dict):
         doc["variant"] = {"name": doc.get("variant") or variant}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from ..measure.figures import COMBINED, SINGLE_DECODE, TTFT
 from .numbers import CONCURRENCIES, QUALITY_IDS
 from .sections.hosts import unit_cell, variant_cells, variant_label
 from .sections.verdicts import verdict_cell
@@ -95,12 +96,12 @@ def rows(doc: dict) -> list[list[str]]:
             status = f"failed ({stages.get(key) or '?'})"
         else:
             c = variant_cells(r)
-            figures = ([c["single_tok_s"], c["speedup_vs_bare"]]
+            figures = ([c[SINGLE_DECODE.column], c["speedup_vs_bare"]]
                        + [pct(x["pct_diff"]) if x else DASH for x in compared]
                        + ([verdict_cell(verdict)] if vs else [])
                        + ([pct(vs_unit.get(key))] if vs_unit else [])
-                       + [c[f"combined_{n}"] for n in CONCURRENCIES]
-                       + [c["acceptance_per_position"], c["pct_of_roofline"], c["ttft_p50_s"],
+                       + [c[COMBINED.column_at(n)] for n in CONCURRENCIES]
+                       + [c["acceptance_per_position"], c["pct_of_roofline"], c[TTFT.column],
                           quality.get(key, DASH), image.get(key) or DASH]
                        + [c[k] for _, k in extras])
             status = str(r["status"])

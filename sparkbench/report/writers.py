@@ -12,12 +12,15 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ..measure.figures import COMBINED, MEAN_ACCEPTANCE_LENGTH, MODEL_MEMORY, SINGLE_DECODE, TIME_TO_READY, TTFT
+from .numbers import CONCURRENCIES
 from .table import Section, Table
 
 CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status", "simulated",
-               "single_tok_s", "single_min", "single_max", "speedup_vs_bare", "combined_2", "combined_4",
-               "combined_8", "acceptance_per_position", "mean_acceptance_length", "ttft_p50_s",
-               "roofline_tok_s", "pct_of_roofline", "bandwidth_gbps", "pct_of_measured_bandwidth", "tokens_per_step", "time_to_ready_s", "model_memory_gib",
+               SINGLE_DECODE.column, SINGLE_DECODE.low_column, SINGLE_DECODE.high_column, "speedup_vs_bare",
+               *(COMBINED.column_at(c) for c in CONCURRENCIES), "acceptance_per_position",
+               MEAN_ACCEPTANCE_LENGTH.column, TTFT.column, "roofline_tok_s", "pct_of_roofline", "bandwidth_gbps",
+               "pct_of_measured_bandwidth", "tokens_per_step", TIME_TO_READY.column, MODEL_MEMORY.column,
                "quality_passed", "failure_stage", "failure_reason", "protocol_flags",
                "attention_backend", "moe_backend", "slo_best_rate", "slo_target_share", "prefix_caching",
                "prefix_warm_ttft_p50_s", "prefix_prefill_tok_s", "prefix_hit_rate", "turns", "turns_context_first",

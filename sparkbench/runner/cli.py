@@ -170,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
                                    args.fit_variant)
         if args.command == "history":
             return _history(args.host, args.variant, args.results_dir)
+        if args.command == "schema":
+            from ..documents.schema import schema_text
+            sys.stdout.write(schema_text())
+            return EXIT_OK
         if args.command == "report":
             return _report(args)
         if args.command == "bench":

@@ -42,6 +42,9 @@ EXAMPLES = {
   scripts/sparkbench report 20261130T120000Z --baseline 20261129T080000Z""",
     "history": """example:
   scripts/sparkbench history spark-sim03 nvidia-bare""",
+    "schema": """examples:
+  scripts/sparkbench schema                            the result document's JSON Schema (schema/result.schema.json)
+  scripts/sparkbench schema | diff - schema/result.schema.json    no output: the checked-in file is current""",
     "profile": """example:
   scripts/sparkbench profile nvidia/Qwen3.6-35B-A3B-NVFP4 --dry-run""",
     "predict": """example:
@@ -127,6 +130,8 @@ def _stored_verbs(sub) -> None:
     h.add_argument("host", help="inventory host name, e.g. spark-sim03")
     h.add_argument("variant", nargs="?", help="one variant (default: every variant of the host)")
     h.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
+    _verb(sub, "schema", "print the result document's JSON Schema, generated from its models (sparkbench.documents)",
+          codes=False)
 
 
 def _model_verbs(sub) -> None:

@@ -15,15 +15,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import verdict as verdict_mod
+from ..measure.figures import SINGLE_DECODE
 from ..result import parse_measured
 
 
 def judge(baseline: Sequence[float], measured: Any, rc: Any, slower_pct: float, stderr: Any = "") -> dict[str, Any]:
-    """``{passed, verdict, text, reason, decode_tok_s_median, requests}`` (see the module docstring)."""
+    """``{passed, verdict, text, reason, <the single-stream median's field>, requests}`` (see the module
+    docstring)."""
     doc = parse_measured(measured)
     samples = verdict_mod.samples(doc, "single") if isinstance(doc, Mapping) else []
-    median = ((doc or {}).get("single") or {}).get("decode_tok_s_median") if isinstance(doc, Mapping) else None
-    out: dict[str, Any] = {"passed": False, "verdict": None, "text": None, "decode_tok_s_median": median,
+    median = SINGLE_DECODE.read(doc)
+    out: dict[str, Any] = {"passed": False, "verdict": None, "text": None, SINGLE_DECODE.field: median,
                            "requests": len(samples), "slower_pct": slower_pct}
     if doc is None or (rc not in (0, 3, "0", "3") and not samples):
         tail = str(stderr or "").strip().splitlines()[-1:] or [f"measure exited with status {rc}"]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..launch import SIM_UNIT_CONTAINER, UNIT_HOME
+from ..measure.figures import SINGLE_DECODE
 from ..paths import write_atomic
 
 KIND = "sparkbench.deployment"
@@ -65,7 +66,7 @@ def record(dep: Mapping[str, Any], state: str, when: str, canary: Mapping[str, A
         "base_url": resident.get("base_url"), "api_key": bool(dep.get("api_key")),
         "restart_policy": (resident.get("container") or {}).get("restart_policy"), "command": resident.get("command"),
         "source": {k: src.get(k) for k in ("run", "path", "config_hash", "finished_at", "image", "image_id",
-                                            "image_digest", "model", "model_revision", "decode_tok_s_median")},
+                                            "image_digest", "model", "model_revision", SINGLE_DECODE.field)},
         "placement": dep.get("placement"),
         "previous": ({k: (dep["previous"] or {}).get(k) for k in ("name", "variant", "port", "run", "config_hash")}
                      if dep.get("previous") else None),
@@ -76,7 +77,7 @@ def record(dep: Mapping[str, Any], state: str, when: str, canary: Mapping[str, A
         verdict = canary.get("verdict") or {}
         out["canary"] = {"passed": bool(canary.get("passed")), "text": canary.get("text"),
                          "reason": canary.get("reason"), "requests": canary.get("requests"),
-                         "decode_tok_s_median": canary.get("decode_tok_s_median"),
+                         SINGLE_DECODE.field: canary.get(SINGLE_DECODE.field),
                          "verdict": {k: verdict.get(k) for k in ("kind", "pct", "lo", "hi", "mdd_pct")} if verdict else None,
                          "samples": list(canary.get("samples") or [])}
     if failure:

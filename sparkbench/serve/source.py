@@ -25,6 +25,7 @@ from typing import Any
 from .. import verdict as verdict_mod
 from ..errors import InputError
 from ..launch import config_hash
+from ..measure.figures import MODEL_MEMORY, SINGLE_DECODE
 from ..paths import result_path
 
 
@@ -120,8 +121,8 @@ def source(doc: Mapping[str, Any], path: str | Path, run: str) -> dict[str, Any]
         "image_id": manifest.get("image_id"), "image_digest": manifest.get("image_digest"),
         "argv": [str(a) for a in launch["argv"]], "env": dict(launch.get("env") or {}),
         "secret_env": list(launch.get("secret_env") or []), "settings": dict(manifest["settings"]),
-        "samples": samples, "decode_tok_s_median": (doc.get("single") or {}).get("decode_tok_s_median"),
+        "samples": samples, SINGLE_DECODE.field: SINGLE_DECODE.read(doc),
         "simulated": bool(doc.get("simulated")), "backend": manifest.get("backend"),
         "hardware": dict((doc.get("profile") or {}).get("hardware") or {}),
-        "model_memory_gib": (doc.get("server_startup") or {}).get("model_memory_gib"),
+        MODEL_MEMORY.field: MODEL_MEMORY.read(doc),
     }

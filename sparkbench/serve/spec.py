@@ -51,8 +51,10 @@ from ..launch import (
     unit_caches,
     unresolved_message,
 )
-from ..plan import BRACKET_SETTINGS, LOOPBACK, as_bool, measure_command, probe_commands, sim_unit_block
+from ..measure.figures import MODEL_MEMORY, SINGLE_DECODE
+from ..plan import BRACKET_SETTINGS, LOOPBACK, as_bool, measure_command, probe_commands
 from ..plan import VARIABLES as BENCH_VARIABLES
+from ..unit_home import sim_unit_block
 from .record import RESIDENT_LABEL
 
 #: The serve variables and their defaults (inventory/group_vars/all/serve.yml sets the same).
@@ -199,7 +201,7 @@ def deployment(src: Mapping[str, Any], s: Mapping[str, Any], host: str) -> dict[
         "candidate_port": s["serve_candidate_port"], "api_key": s["api_key"], "caches": caches, "sim_unit": sim_unit,
         "resident": resident, "canary_settings": canary_settings(src, s), "slower_pct": s["serve_slower_pct"],
         "summary": [f"deploy {src['variant']} on {host} from run {src['run']} ({src['path']}; config hash "
-                    f"{src['config_hash'][:12]}, measured {float(src['decode_tok_s_median'] or 0):.1f} tok/s single stream)",
+                    f"{src['config_hash'][:12]}, measured {float(src[SINGLE_DECODE.field] or 0):.1f} tok/s single stream)",
                     f"command: {resident['command']}",
                     f"restart policy {RESTART_POLICY}; listens on {s['serve_listen']}:{s['serve_port']}"
                     + ("; API key required" if s["api_key"] else "")],
@@ -218,7 +220,7 @@ def need_gib(src: Mapping[str, Any]) -> tuple[float, str]:
             share = float(argv[argv.index("--gpu-memory-utilization") + 1])
         return share * float(hw["unified_memory_gb"]), f"--gpu-memory-utilization {share:g} of {hw['unified_memory_gb']} GB"
     kv = float((src.get("env") or {}).get("VLLM_CPU_KVCACHE_SPACE") or CPU_KV_DEFAULT_GIB)
-    model = float(src.get("model_memory_gib") or 0.0)
+    model = float(src.get(MODEL_MEMORY.field) or 0.0)
     return model + kv + CPU_OVERHEAD_GIB, f"model {model:g} GiB + KV cache {kv:g} GiB + {CPU_OVERHEAD_GIB:g} GiB"
 
 

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 from ..aggregate import parallel_entry
 from ..common import log
+from ..figures import COMBINED
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -45,7 +46,7 @@ def level(s: Session, n: int) -> None:
                f"({entry['queued_requests']} of {spans} requests got their first token after another had "
                f"finished), so this is not {n} streams at once", concurrency=n, waves=waves,
                server_slots=s.server_slots)
-    comb = entry["combined_tok_s"]
+    comb = entry[COMBINED.field]
     if comb:
         log(f"parallel {n}: combined {comb:.2f} tok/s, {entry['completed']}/{n} completed, "
             f"{entry['per_stream_n']} per-stream figures")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..aggregate import summarise_single
 from ..common import log
+from ..figures import SINGLE_DECODE, TTFT
 from ..record import RequestRecord
 from ..stats import PRECISION_RESAMPLES, PRECISION_SEED, median_precision_pct
 
@@ -19,10 +20,10 @@ def run(s: Session) -> str | None:
     """The ``single`` block; ``failed`` when no request succeeded."""
     a = s.args
     with s.phase("single") as span:
-        block = s.doc["single"] = {"decode_tok_s_median": None, "decode_tok_s_min": None, "decode_tok_s_max": None,
-                                   "ttft_s_median": None, "requested_runs": a.runs, "attempted_runs": 0,
-                                   "valid_runs": 0, "n": 0, "warmup_prompt_tokens": s.warmup_prompt_tokens,
-                                   "runs": []}
+        block = s.doc[SINGLE_DECODE.block] = {
+            SINGLE_DECODE.field: None, SINGLE_DECODE.low: None, SINGLE_DECODE.high: None, TTFT.field: None,
+            "requested_runs": a.runs, "attempted_runs": 0, "valid_runs": 0, "n": 0,
+            "warmup_prompt_tokens": s.warmup_prompt_tokens, "runs": []}
         attempt = _runs(s, span)
         if a.target_precision is not None:
             precision(s, span, attempt)
@@ -75,7 +76,7 @@ def one_run(s: Session, attempt: int, label: str) -> tuple[dict[str, Any], Reque
         return rec, r
     dec = (f"{rec['decode_tok_s']:.2f} tok/s" if rec["decode_tok_s"] is not None
            else f"no decode figure ({rec.get('decode_reason')})")
-    med = block["decode_tok_s_median"]
+    med = block[SINGLE_DECODE.field]
     log(f"single {label}: decode {dec}, TTFT {rec['ttft_s']:.3f} s" + (f" (median so far {med:.2f} tok/s)" if med else ""))
     return rec, r
 

@@ -78,11 +78,11 @@ from .cluster import PARALLEL_FLAGS, cluster_vs_unit, one_unit_reference
 from .configs import config_compare
 from .fleet import MANIFEST_FIELDS, MIN_HOSTS_TO_FLAG, fleet_compare, host_clock
 from .head_to_head import head_to_head, summarize
-from .pairs import METRICS, compare_pair, metric_value, parse_threshold, pct_diff, remedy, unreliable, verdict_of
+from .pairs import AT_8, METRICS, compare_pair, metric_value, parse_threshold, pct_diff, remedy, unreliable, verdict_of
 from .runs import pair_ok, pair_results, run_compare, vllm_version
 from .serving import goodput_verdicts, prefix_pairs, reference_variants, tool_verdicts
 
-__all__ = ["ANSWER_METRICS", "answer", "winner", "config_compare",
+__all__ = ["AT_8", "ANSWER_METRICS", "answer", "winner", "config_compare",
            "PARALLEL_FLAGS", "cluster_vs_unit", "one_unit_reference",
            "MANIFEST_FIELDS", "MIN_HOSTS_TO_FLAG", "fleet_compare", "host_clock",
            "head_to_head", "summarize",

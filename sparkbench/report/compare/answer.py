@@ -5,11 +5,12 @@ runner-up (the next fastest variant of that model on that host) with its verdict
 
 from __future__ import annotations
 
+from ...measure.figures import SINGLE_DECODE, compared
 from .. import numbers as n
-from .pairs import compare_pair, metric_value, unreliable
+from .pairs import AT_8, compare_pair, metric_value, unreliable
 
 #: the figures the answer names a winner for: single stream and combined at 8 parallel
-ANSWER_METRICS: tuple[str, ...] = ("single", "combined_8")
+ANSWER_METRICS: tuple[str, ...] = (str(SINGLE_DECODE.metric), AT_8)
 
 
 def _by_host_model(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
@@ -32,9 +33,11 @@ def winner(docs: list[dict], metric: str) -> dict | None:
     """The fastest of ``docs`` on ``metric`` against the runner-up: ``{"variant", "label",
     "unit", "build", "config", "value", "runner_up", "runner_up_label", "runner_up_value",
     "pct_diff", "verdict"}`` (runner-up fields, ``pct_diff`` and ``verdict`` None when only one
-    variant has the figure); None when none has it. Ties go to the first in matrix order."""
+    variant has the figure); None when none has it. Ties go to the first in matrix order; the
+    figure's declaration says which way is better."""
+    sign = -1.0 if compared(metric)[0].larger_is_better else 1.0
     ranked = sorted((d for d in docs if metric_value(d, metric) is not None),
-                    key=lambda d: -metric_value(d, metric))
+                    key=lambda d: sign * metric_value(d, metric))
     if not ranked:
         return None
     best = ranked[0]

@@ -4,7 +4,7 @@ see :mod:`sparkbench.report.compare`."""
 from __future__ import annotations
 
 from .. import numbers as n
-from .pairs import METRICS, compare_pair, unreliable
+from .pairs import AT_8, METRICS, compare_pair, unreliable
 
 #: launch flags that only lay the model out over devices: a cluster variant and its one-unit
 #: reference may differ in these and still be "the same model and settings"
@@ -79,5 +79,5 @@ def cluster_vs_unit(results: list[dict], drift: dict | None = None) -> dict:
             row.update(common)
             rows.append(row)
             by_metric[metric] = row
-        summary.append({**common, "single": by_metric["single"], "combined_8": by_metric["combined_8"]})
+        summary.append({**common, "single": by_metric["single"], AT_8: by_metric[AT_8]})
     return {"rows": rows, "summary": summary, "unmatched": unmatched, "simulated": any(r["simulated"] for r in rows)}

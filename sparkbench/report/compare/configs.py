@@ -7,7 +7,7 @@ bf16), single stream and combined at 2/4/8 parallel, each with its verdict."""
 from __future__ import annotations
 
 from .. import numbers as n
-from .pairs import METRICS, compare_pair, unreliable
+from .pairs import AT_8, METRICS, compare_pair, unreliable
 
 
 def _groups(results: list[dict]) -> dict[tuple[str, str], dict[str, dict[str, dict]]]:
@@ -60,6 +60,6 @@ def summarize(rows: list[dict]) -> list[dict]:
         key = (row["host"], row["model_key"], row["config"])
         entry = out.setdefault(key, {k: row[k] for k in ("host", "model_key", "build", "reference_config", "config",
                                                           "reference_variant", "variant", "simulated", "unreliable")})
-        if row["metric"] in ("single", "combined_8"):
+        if row["metric"] in ("single", AT_8):
             entry[row["metric"]] = row
     return list(out.values())

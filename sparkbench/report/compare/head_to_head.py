@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .. import numbers as n
-from .pairs import METRICS, compare_pair, unreliable
+from .pairs import AT_8, METRICS, compare_pair, unreliable
 
 
 def head_to_head(results: list[dict], reference_build: str | None = None, drift: dict | None = None) -> dict:
@@ -52,17 +52,17 @@ def summarize(rows: list[dict]) -> list[dict]:
     for row in rows:
         key = (row["host"], row["model_key"], row["build"])
         s = out.setdefault(key, {"host": row["host"], "model_key": row["model_key"], "build": row["build"],
-                                 "reference_build": row["reference_build"], "single": [], "combined_8": [],
+                                 "reference_build": row["reference_build"], "single": [], AT_8: [],
                                  "simulated": False})
         s["simulated"] = s["simulated"] or row["simulated"]
         s["unreliable"] = s.get("unreliable") or row.get("unreliable")
-        if row["metric"] in ("single", "combined_8") and row["pct_diff"] is not None:
+        if row["metric"] in ("single", AT_8) and row["pct_diff"] is not None:
             s[row["metric"]].append((row["pct_diff"], row["config"], row["verdict"]["kind"]))
     summary = []
     for s in out.values():
         entry = {k: s[k] for k in ("host", "model_key", "build", "reference_build", "simulated")}
         entry["unreliable"] = s.get("unreliable")
-        for metric, label in (("single", "single"), ("combined_8", "c8")):
+        for metric, label in (("single", "single"), (AT_8, "c8")):
             vals = s[metric]
             if vals:
                 lo = min(vals, key=lambda v: v[0])

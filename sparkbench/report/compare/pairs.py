@@ -6,9 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from ... import verdict as vd
+from ...measure.figures import COMBINED, SINGLE_DECODE, compared
 from .. import numbers as n
 
-METRICS: tuple[str, ...] = ("single", "combined_2", "combined_4", "combined_8")
+#: the compared figures' names: the single-stream median, then the combined rate at each concurrency
+METRICS: tuple[str, ...] = (str(SINGLE_DECODE.metric), *(COMBINED.metric_at(c) for c in n.CONCURRENCIES))
+#: the combined figure at 8 parallel: the seed's headline beside the single stream
+AT_8 = COMBINED.metric_at(8)
 
 
 def parse_threshold(value: Any, what: str) -> float:
@@ -30,15 +34,15 @@ def pct_diff(value: float | None, reference: float | None) -> float | None:
 
 
 def metric_value(result: dict, metric: str) -> float | None:
-    """``single`` → single median; ``combined_N`` → combined tok/s at N parallel."""
-    if metric == "single":
-        return n.single_stats(result)[0]
-    return n.combined_at(result, int(metric.split("_", 1)[1]))
+    """The recorded figure a comparison name stands for (``single``, ``combined_N``), None where
+    the result was not measured."""
+    figure, concurrency = compared(metric)
+    return figure.read(result, concurrency) if n.is_measured(result) else None
 
 
 def remedy(metric: str) -> str:
     """How to get enough requests for a verdict on ``metric`` (the hint of "not enough …")."""
-    if metric == "single":
+    if metric == SINGLE_DECODE.metric:
         return f"--runs {vd.MIN_REQUESTS}"
     return f"measure at {vd.MIN_REQUESTS} or more parallel"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ... import verdict as vd
 from .. import numbers as n
-from .pairs import parse_threshold, pct_diff, unreliable, verdict_of
+from .pairs import AT_8, parse_threshold, pct_diff, unreliable, verdict_of
 
 
 def vllm_version(result: dict) -> str | None:
@@ -130,7 +130,7 @@ def run_compare(current: list[dict], baseline: list[dict], threshold_pct: float 
             "baseline_single": bmed, "current_single": cmed, "single_pct": pct_diff(cmed, bmed),
             "verdict": verdict_of(base, cur, "single"),
             "baseline_combined_8": b8, "current_combined_8": c8, "combined_8_pct": pct_diff(c8, b8),
-            "combined_8_verdict": verdict_of(base, cur, "combined_8"),
+            "combined_8_verdict": verdict_of(base, cur, AT_8),
             "unreliable": unreliable(n.host_of(cur), drift),
             "baseline_vllm": vllm_version(base), "current_vllm": vllm_version(cur),
             "simulated": n.is_simulated(cur) or n.is_simulated(base),

@@ -14,11 +14,11 @@ from this package (``from sparkbench.report import numbers as n``; ``n.roofline(
 
 Formulas (units in the names):
 
-- single-stream decode tok/s: ``single.decode_tok_s_median`` with ``_min`` / ``_max`` (median of
-  the runs; decode excludes TTFT, as measured by measure.py).
+- single-stream decode tok/s: ``SINGLE_DECODE`` (``sparkbench.measure.figures``: where measure
+  writes it, its range, unit, header and direction; the median of the runs, decode excludes TTFT).
 - speedup vs bare (×) = single median of the variant / single median of the same host's variant
   with the same ``build`` and ``model`` whose ``config`` is ``bare``.
-- combined tok/s at N = ``parallel[concurrency == N].combined_tok_s``.
+- combined tok/s at N = ``COMBINED`` at concurrency N (``sparkbench.measure.figures``).
 - mean acceptance length (tokens per verify step) = ``spec_decode.mean_acceptance_length``, else
   1 + Σ acceptance per position.
 - roofline (the one formula): bytes per token = active params × bits per weight / 8 + KV-cache

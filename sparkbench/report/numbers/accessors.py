@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ...measure.figures import COMBINED, MEAN_ACCEPTANCE_LENGTH, SINGLE_DECODE
+
 CONCURRENCIES: tuple[int, ...] = (2, 4, 8)
 QUALITY_IDS: tuple[str, ...] = ("capital_50", "free_text", "code", "arithmetic")
 #: launch flags that say where a server listens, not how it serves (left out when pairing variants)
@@ -94,7 +96,7 @@ def is_bare(result: dict) -> bool:
 def is_speculative(result: dict) -> bool:
     """True when the variant drafts tokens: spec-decode figures recorded, a ``--speculative-config``
     launch flag, or a configuration named ``mtp…``/``spec…``/``eagle…``/``draft…``."""
-    if acceptance(result) or num(dig(result, "spec_decode", "mean_acceptance_length")) is not None:
+    if acceptance(result) or MEAN_ACCEPTANCE_LENGTH.read(result) is not None:
         return True
     if launch_arg(result, "--speculative-config") is not None:
         return True
@@ -199,19 +201,12 @@ def build_order(results: Iterable[dict]) -> list[str]:
 
 def single_stats(result: dict) -> tuple[float | None, float | None, float | None]:
     """(median, min, max) single-stream decode tok/s; Nones when not measured."""
-    s = result.get("single") if is_measured(result) else None
-    return (num(dig(s, "decode_tok_s_median")), num(dig(s, "decode_tok_s_min")),
-            num(dig(s, "decode_tok_s_max")))
+    return SINGLE_DECODE.spread(result) if is_measured(result) else (None, None, None)
 
 
 def combined_at(result: dict, concurrency: int) -> float | None:
     """Combined tok/s (all streams' completion tokens / wall time) at ``concurrency`` parallel."""
-    if not is_measured(result):
-        return None
-    for entry in result.get("parallel") or []:
-        if isinstance(entry, dict) and entry.get("concurrency") == concurrency:
-            return num(entry.get("combined_tok_s"))
-    return None
+    return COMBINED.read(result, concurrency) if is_measured(result) else None
 
 
 def acceptance(result: dict) -> list[float]:
@@ -222,7 +217,7 @@ def acceptance(result: dict) -> list[float]:
 
 def mean_acceptance_length(result: dict) -> float | None:
     """Tokens per verify step = ``spec_decode.mean_acceptance_length``, else 1 + Σ per-position rates."""
-    value = num(dig(result, "spec_decode", "mean_acceptance_length"))
+    value = MEAN_ACCEPTANCE_LENGTH.read(result)
     if value is not None:
         return value
     rates = acceptance(result)

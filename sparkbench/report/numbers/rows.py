@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...measure.figures import COMBINED, MEAN_ACCEPTANCE_LENGTH, MODEL_MEMORY, SINGLE_DECODE, TIME_TO_READY, TTFT
 from . import accessors as n
 from .roofline import backend_of, measured_bandwidth, measured_roofline, roofline
 from .serving import serving_fields
@@ -32,15 +33,15 @@ def variant_row(result: dict, results: list[dict]) -> dict:
         "host": n.host_of(result), **n.unit_fields(result), "variant": n.variant_name(result),
         "build": n.build_of(result), "model": n.model_of(result), "config": n.config_of(result),
         "status": result.get("status"), "simulated": n.is_simulated(result), "backend": backend_of(result),
-        "single_tok_s": med, "single_min": lo, "single_max": hi,
+        SINGLE_DECODE.column: med, SINGLE_DECODE.low_column: lo, SINGLE_DECODE.high_column: hi,
         "speedup_vs_bare": (med / bare) if (med is not None and bare) else None,
     }
     for c in n.CONCURRENCIES:
-        row[f"combined_{c}"] = n.combined_at(result, c)
+        row[COMBINED.column_at(c)] = n.combined_at(result, c)
     row.update({
         "acceptance_per_position": n.acceptance(result),
-        "mean_acceptance_length": mal,
-        "ttft_p50_s": n.num(n.dig(result, "single", "ttft_s_median")) if n.is_measured(result) else None,
+        MEAN_ACCEPTANCE_LENGTH.column: mal,
+        TTFT.column: TTFT.read(result) if n.is_measured(result) else None,
         "roofline_tok_s": roof["tok_s"],
         "roofline_basis": roof["basis"],
         "roofline_skipped": roof["skipped"],
@@ -54,8 +55,8 @@ def variant_row(result: dict, results: list[dict]) -> dict:
         "pct_of_measured_bandwidth": (med / roof_measured * 100.0) if (med is not None and roof_measured
                                                                        and not spec) else None,
         "bandwidth_drop": bw["drop"],
-        "time_to_ready_s": n.num(n.dig(result, "server_startup", "time_to_ready_s")),
-        "model_memory_gib": n.num(n.dig(result, "server_startup", "model_memory_gib")),
+        TIME_TO_READY.column: TIME_TO_READY.read(result),
+        MODEL_MEMORY.column: MODEL_MEMORY.read(result),
         "protocol_flags": "; ".join(f"{f.get('code')}: {f.get('reason')}" for f in protocol_flags(result)) or None,
     })
     # the kernels vLLM chose, read off the server log (sparkbench.engine_log): None when not recorded

@@ -5,11 +5,12 @@ stream and at 8 parallel (a row each), its lead over the runner-up and the verdi
 from __future__ import annotations
 
 from .. import compare
+from ..compare import AT_8
 from ..table import DASH, Section, Table, f, pct, sim
 from .verdicts import drift_notes, missing_notes, unit_mark, verdict_cell
 
 #: (metric, its name in the table and the summary lines)
-_LEVELS = (("single", "single stream"), ("combined_8", "8 parallel"))
+_LEVELS = (("single", "single stream"), (AT_8, "8 parallel"))
 
 
 def _lead(w: dict) -> str:

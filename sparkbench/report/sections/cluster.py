@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...verdict import MIN_REQUESTS
 from .. import compare
 from .. import numbers as n
+from ..compare import AT_8
 from ..table import DASH, Section, Table, f, pct, sim, text, yesno
 from .comparisons import describe_range
 from .verdicts import drift_notes, missing_notes, unit_mark, verdict_cell
@@ -21,8 +22,8 @@ def cluster_sentence(s: dict) -> str:
         return f"{what} {describe_range(row['pct_diff'], row['pct_diff'], [])}: {row['verdict']['text']}"
     line = (f"{s['unit']} · {s['model_key']}: {s['variant']} ({s['parallel'] or 'one GPU per node'}) vs "
             f"{s['reference_variant']} on {s['reference_host']} — " + part(s["single"], "single-stream"))
-    if s["combined_8"]["pct_diff"] is not None:
-        line += "; " + part(s["combined_8"], "at 8 parallel")
+    if s[AT_8]["pct_diff"] is not None:
+        line += "; " + part(s[AT_8], "at 8 parallel")
     if s.get("unreliable"):
         line += f" (unreliable: drift — {s['unreliable']})"
     return sim(line, s["simulated"])

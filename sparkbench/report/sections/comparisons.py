@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...verdict import MIN_REQUESTS
 from .. import compare
+from ..compare import AT_8
 from ..table import Section, Table, f, pct, sim, text, yesno
 from .hosts import unit_cell
 from .verdicts import drift_notes, missing_notes, unit_mark, verdict_cell
@@ -115,8 +116,8 @@ def config_sentence(s: dict) -> str:
         return f"{what} {describe_range(row['pct_diff'], row['pct_diff'], [])}: {row['verdict']['text']}"
     line = (f"{s['host']} · {s['model_key']} ({s['build']}): {s['config']} vs {s['reference_config']} — "
             + part(s["single"], "single-stream"))
-    if s["combined_8"]["pct_diff"] is not None:
-        line += "; " + part(s["combined_8"], "at 8 parallel")
+    if s[AT_8]["pct_diff"] is not None:
+        line += "; " + part(s[AT_8], "at 8 parallel")
     if s.get("unreliable"):
         line += f" (unreliable: drift — {s['unreliable']})"
     return sim(line, s["simulated"])

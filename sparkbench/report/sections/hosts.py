@@ -6,12 +6,16 @@ cluster variant (a result with a ``cluster`` block) is one unit, shown as ``"<na
 
 from __future__ import annotations
 
+from ...measure.figures import COMBINED, MEAN_ACCEPTANCE_LENGTH, MODEL_MEMORY, SINGLE_DECODE, TIME_TO_READY, TTFT
 from .. import numbers as n
 from ..table import DASH, Section, Table, f, rng, sim, table_list, text, yesno
 
-MAIN_HEADERS = ["variant", "single tok/s median (min–max)", "× bare", "2 par", "4 par", "8 par",
-                "acceptance / pos", "mean acc. len", "TTFT p50 s", "% roofline or tok/step",
-                "ready s", "model GiB"]
+#: the figures of the main table after the per-concurrency columns, in column order
+_AFTER = (MEAN_ACCEPTANCE_LENGTH, TTFT)
+_LAST = (TIME_TO_READY, MODEL_MEMORY)
+MAIN_HEADERS = (["variant", SINGLE_DECODE.header, "× bare", *(COMBINED.header_at(c) for c in n.CONCURRENCIES),
+                 "acceptance / pos", *(x.header for x in _AFTER), "% roofline or tok/step"]
+                + [x.header for x in _LAST])
 
 
 # --------------------------------------------------------------------------- per host
@@ -25,17 +29,15 @@ def variant_cells(row: dict) -> dict[str, str]:
         roof = f"{row['tokens_per_step']:.2f} tok/step"
     else:
         roof = DASH
-    return {"single_tok_s": rng(row["single_tok_s"], row["single_min"], row["single_max"], 2),
+    s = SINGLE_DECODE
+    return {s.column: rng(row[s.column], row[s.low_column], row[s.high_column], s.digits),
             "speedup_vs_bare": f(row["speedup_vs_bare"], 2, "×"),
-            **{f"combined_{c}": f(row[f"combined_{c}"]) for c in n.CONCURRENCIES},
+            **{COMBINED.column_at(c): f(row[COMBINED.column_at(c)], COMBINED.digits) for c in n.CONCURRENCIES},
             "acceptance_per_position": " / ".join(f"{a:.2f}" for a in row["acceptance_per_position"]) or DASH,
-            "mean_acceptance_length": f(row["mean_acceptance_length"], 2),
-            "ttft_p50_s": f(row["ttft_p50_s"], 3),
+            **{x.column: f(row[x.column], x.digits) for x in (*_AFTER, *_LAST)},
             "pct_of_roofline": roof,
             "pct_of_measured_bandwidth": (DASH if row.get("pct_of_measured_bandwidth") is None
                                           else f"{row['pct_of_measured_bandwidth']:.0f} %"),
-            "time_to_ready_s": f(row["time_to_ready_s"], 0),
-            "model_memory_gib": f(row["model_memory_gib"], 1),
             # the serving phases (None where they did not run): "none" = no rate tried met the SLO
             "slo_best_rate": (DASH if row.get("slo_target_share") is None else
                               "none" if row.get("slo_best_rate") is None else f"{row['slo_best_rate']:g}"),
@@ -66,9 +68,9 @@ def main_row(row: dict) -> list[str]:
         return [variant_label(row), "failed (see Failures)"] + [DASH] * (len(MAIN_HEADERS) - 2)
     name = variant_label(row) + (" (incomplete)" if row["status"] == "incomplete" else "")
     c = variant_cells(row)
-    return [name, c["single_tok_s"], c["speedup_vs_bare"], c["combined_2"], c["combined_4"], c["combined_8"],
-            c["acceptance_per_position"], c["mean_acceptance_length"], c["ttft_p50_s"], c["pct_of_roofline"],
-            c["time_to_ready_s"], c["model_memory_gib"]]
+    return ([name, c[SINGLE_DECODE.column], c["speedup_vs_bare"], *(c[COMBINED.column_at(x)] for x in n.CONCURRENCIES),
+             c["acceptance_per_position"], *(c[x.column] for x in _AFTER), c["pct_of_roofline"]]
+            + [c[x.column] for x in _LAST])
 
 
 def roofline_note(rows: list[dict]) -> str | None:
