@@ -65,7 +65,8 @@ class ActionModule(ControllerAction):
                     "results_dir": results_dir, "deployment": None, "listing": not s["serve_variant"]}
             if s["serve_variant"]:
                 plan["names"] = spec_mod.names(s, s["serve_variant"])
-                plan["current"] = record_mod.load(record_mod.controller_dir(results_dir, host) / f"{s['serve_variant']}.json")
+                current = record_mod.load(record_mod.controller_dir(results_dir, host) / f"{s['serve_variant']}.json")
+                plan["current"] = current.document() if current is not None else None
             if s["serve_variant"] and s["serve_state"] == "present":
                 run, path, doc = source_mod.find(results_dir, host, s["serve_variant"], s["serve_run"] or None)
                 plan["deployment"] = spec_mod.deployment(source_mod.source(doc, path, run), s, host)
@@ -105,7 +106,7 @@ class ActionModule(ControllerAction):
                 current = variables["serve_plan"].get("current")
                 if not current:
                     return {"changed": False, "ansible_facts": {"serve_record": None}}
-                rec = record_mod.undeployed(current, when)
+                rec = record_mod.undeployed(record_mod.as_record(current), when)
             else:
                 # A unit that stopped answering before it was read: the deployment as planned.
                 dep = variables.get("serve_deploy") or variables["serve_plan"]["deployment"]
@@ -116,5 +117,5 @@ class ActionModule(ControllerAction):
                 rec = record_mod.record(dep, str(a.get("state")), when, canary=a.get("canary") or None,
                                         failure=a.get("failure") or None, left=left)
             paths = record_mod.write(results_dir, rec)
-            return {"changed": True, "paths": paths, "ansible_facts": {"serve_record": rec}}
+            return {"changed": True, "paths": paths, "ansible_facts": {"serve_record": rec.document()}}
         return {"failed": True, "msg": "sparkbench_serve: give one of plan, memory, unit, judge, record, listing, health"}

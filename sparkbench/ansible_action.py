@@ -1,5 +1,6 @@
 """The base of sparkbench's action plugins (``action_plugins/``): controller-side, no connection,
-variables read by name and templated, ``InputError`` turned into a failed task with its message."""
+variables read by name and templated, ``InputError`` (bad input) and ``DocumentError`` (a document
+that does not match its model, named by its field) turned into a failed task with its message."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from .errors import InputError
+from .errors import DocumentError, InputError
 
 
 class ControllerAction(ActionBase):
@@ -29,6 +30,6 @@ class ControllerAction(ActionBase):
         variables = {n: self._templar.template(task_vars[n]) for n in self.VARIABLE_NAMES if n in task_vars}
         try:
             result.update(self.act(dict(self._task.args), variables, task_vars))
-        except InputError as exc:
+        except (InputError, DocumentError) as exc:
             result.update(failed=True, msg=str(exc))
         return result

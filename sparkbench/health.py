@@ -65,13 +65,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, TypedDict
 
 from . import result as result_mod
 from . import verdict as verdict_mod
 from . import version
 from .errors import InputError
 from .measure.figures import SINGLE_DECODE
+from .paths import write_atomic
 
 MIN_PEERS = 3            # units of one peer group needed for a peer judgement
 MAD_SCALE = 1.4826       # MAD → standard deviation for normal data
@@ -230,8 +231,17 @@ def _majority(values: Sequence[Any]) -> Any:
     return counts[0][0]
 
 
-def _telemetry_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    causes: list[dict[str, Any]] = []
+class _Cause(TypedDict):
+    """A probable cause of a slow unit: its code (a flag's, a manifest field's, ``clock``, ...),
+    its words and its remedy (``REMEDY``); the unit entry keeps the words and the codes."""
+
+    code: str
+    text: str
+    remedy: str
+
+
+def _telemetry_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]) -> list[_Cause]:
+    causes: list[_Cause] = []
     under, top, share = fig["clock_under_load_mhz"], fig["clock_max_mhz"], fig["clock_share_of_max"]
     peer_clock = [p["clock_under_load_mhz"] for p in peers if p["clock_under_load_mhz"] is not None]
     peer_clock_med = median(peer_clock) if peer_clock else None
@@ -261,8 +271,8 @@ def _telemetry_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]
     return causes
 
 
-def _manifest_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    causes = []
+def _manifest_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]) -> list[_Cause]:
+    causes: list[_Cause] = []
     for field in MANIFEST_FIELDS:
         value = fig["manifest"].get(field)
         majority = _majority([p["manifest"].get(field) for p in peers])
@@ -373,7 +383,7 @@ def _failed(row: dict[str, Any]) -> None:
                line=f"{row['host']}: failed — {fail['stage']}: {fail['reason']}")
 
 
-def _slow(row: dict[str, Any], causes: list[dict[str, Any]], basis: list[str]) -> None:
+def _slow(row: dict[str, Any], causes: list[_Cause], basis: list[str]) -> None:
     if not causes:
         causes = [{"code": "unexplained", "text": "no telemetry or manifest difference explains it",
                    "remedy": REMEDY["unexplained"]}]
@@ -383,7 +393,7 @@ def _slow(row: dict[str, Any], causes: list[dict[str, Any]], basis: list[str]) -
 
 
 def _healthy(row: dict[str, Any], fig: Mapping[str, Any], peers_fig: Mapping[str, Any],
-             causes: list[dict[str, Any]]) -> None:
+             causes: list[_Cause]) -> None:
     notes = [c["text"] for c in causes]
     if "deviation_pct" in peers_fig:
         figure = f"{fig['decode_tok_s']:.2f} tok/s, {_signed(peers_fig['deviation_pct'])} vs peers ({peers_fig['text']})"
@@ -522,11 +532,24 @@ def markdown(judgement: Mapping[str, Any], run_id: str) -> str:
 
 
 def write(run_dir: str | Path, judgement: Mapping[str, Any], run_id: str) -> dict[str, str]:
-    """Write ``health.json`` and ``health.md`` into the run folder; returns their paths."""
+    """Write ``health.json`` and ``health.md`` into the run folder; returns their paths.
+
+    ``health.json`` is ``judgement`` (``judge``'s) with its ``schema_version``, the run id and
+    sparkbench's version and commit, read back through its model
+    (:class:`sparkbench.documents.health.HealthDocument`) before it is written: a wrong key or type
+    (a bug) raises ``DocumentError`` naming the field, and nothing is written. The model is imported
+    here, not with this module: Ansible's workers import this module, and building the models costs
+    about 0.1 s."""
+    from .documents.health import SCHEMA_VERSION
+    from .documents.load import load_health
+
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     paths = {"health.json": run_dir / "health.json", "health.md": run_dir / "health.md"}
-    doc = {"run_id": run_id, "sparkbench_version": version.VERSION, "sparkbench_commit": version.commit(), **judgement}
-    paths["health.json"].write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    doc = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "sparkbench_version": version.VERSION,
+           "sparkbench_commit": version.commit(), **judgement}
+    text = json.dumps(doc, indent=2, default=str) + "\n"
+    load_health(json.loads(text))  # as it will be read
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(paths["health.json"], text.encode("utf-8"))
     paths["health.md"].write_text(markdown(judgement, run_id), encoding="utf-8")
     return {k: str(v) for k, v in paths.items()}

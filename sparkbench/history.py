@@ -29,11 +29,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .errors import DocumentError
 from .measure.figures import SINGLE_DECODE
 from .paths import DEFAULT_RESULTS_DIR
 
@@ -137,10 +139,19 @@ def _row(run_id: str, path: Path, doc: dict, health: dict[str, str]) -> dict[str
 
 
 def _health(run_dir: Path) -> dict[str, str]:
+    """Per host its verdict in the run's health.json ({} without one). The file is read through its
+    model (``sparkbench.documents.load_health``, imported here: Ansible's workers import this
+    module); one that is not a health document is named on stderr with the field and left out, so
+    that one bad file never stops the index (or the report that reads it)."""
+    path = run_dir / "health.json"
+    if not path.is_file():
+        return {}
+    from .documents.load import load_health
+
     try:
-        doc = json.loads((run_dir / "health.json").read_text(encoding="utf-8"))
-        return {str(u["host"]): str(u["verdict"]) for u in doc.get("units", [])}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {u.host: u.verdict for u in load_health(path).units}
+    except DocumentError as exc:
+        print(f"history: {exc}; that run's health verdicts are left out", file=sys.stderr)
         return {}
 
 

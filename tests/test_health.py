@@ -261,12 +261,16 @@ def test_health_files(tmp_path: Path):
 # --------------------------------------------------------------------------- history
 
 def store(results: Path, run_id: str, doc: dict, verdicts: dict | None = None) -> Path:
+    """The canary ``doc`` as a stored result; with ``verdicts`` ({host: verdict}) the run's health.json
+    too, as health.write writes it (the doc's host judged on its canary, any other host failed)."""
     path = results / run_id / doc["host"] / "nvidia-bare.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
     if verdicts:
-        (results / run_id / "health.json").write_text(json.dumps({"units": [{"host": h, "verdict": v}
-                                                                            for h, v in verdicts.items()]}))
+        judged = health.judge([{"host": h, "doc": doc if h == doc["host"] else None, "reason": "unreachable"}
+                               for h in verdicts])
+        assert {u["host"]: u["verdict"] for u in judged["units"]} == verdicts
+        health.write(results / run_id, judged, run_id)
     return path
 
 

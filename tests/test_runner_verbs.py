@@ -116,15 +116,22 @@ def test_bad_command_lines_exit_4_before_any_playbook_runs(tmp_path: Path, args:
 @pytest.mark.parametrize("verdicts, code", [(["healthy", "healthy"], EXIT_OK), (["healthy", "slow"], 1),
                                             (["slow", "failed"], EXIT_HOST_FAILED)])
 def test_health_exit_code_comes_from_health_json(tmp_path: Path, verdicts: list[str], code: int) -> None:
-    import json
+    from test_health import canary
 
+    from sparkbench import health
     from sparkbench.runner.playbooks import _health_outcome
 
-    units = [{"host": f"u{i}", "verdict": v} for i, v in enumerate(verdicts)]
-    (tmp_path / "health.json").write_text(json.dumps({"units": units, "lines": ["…"]}))
+    # health.write's document: a measured unit per verdict but failed (judged alone: healthy; its
+    # verdict then set to slow where the case says so), a unit without a canary result for failed
+    units = [{"host": f"u{i}", "doc": None if v == "failed" else canary(f"u{i}"), "reason": "unreachable"}
+             for i, v in enumerate(verdicts)]
+    judged = health.judge(units)
+    for u, v in zip(judged["units"], verdicts):
+        u["verdict"] = v
+    health.write(tmp_path, judged, "H1")
     rc, doc = _health_outcome(tmp_path)
-    assert rc == code and doc["units"] == units
-    assert _health_outcome(tmp_path / "nowhere") == (None, {})
+    assert rc == code and [(u.host, u.verdict) for u in doc.units] == [(f"u{i}", v) for i, v in enumerate(verdicts)]
+    assert _health_outcome(tmp_path / "nowhere") == (None, None)
 
 
 @pytest.mark.unit

@@ -109,13 +109,13 @@ def test_a_failed_deploy_record_says_what_is_left():
     left = record.left_behind(dep, "canary", True, False)
     assert "sparkbench-resident-v0 (v0, run R0) started again on port 8080" in left
     rec = record.record(dep, "failed", "2026-12-01T00:00:00Z", failure={"stage": "canary", "reason": "slow"}, left=left)
-    assert rec["failure"]["remedy"] == record.REMEDY["canary"] and rec["previous"]["name"] == "sparkbench-resident-v0"
+    assert rec.failure.remedy == record.REMEDY["canary"] and rec.previous.name == "sparkbench-resident-v0"
     lost = record.left_behind(dep, "unreachable", False, True)
     assert "stopped answering" in lost and "previous resident sparkbench-resident-v0 was not stopped" in lost, lost
     assert "sparkbench-resident-v0 stopped" in record.left_behind(dep, "unreachable", True, True)
 
 
-def deployed_record(tmp_path, variant="v1", port=9100, when="2026-12-01T00:00:00Z", **extra) -> dict:
+def deployed_record(tmp_path, variant="v1", port=9100, when="2026-12-01T00:00:00Z", **extra):
     src_path = tmp_path / "R" / "h1" / f"{variant}.json"
     src_path.parent.mkdir(parents=True, exist_ok=True)
     src_path.write_text(json.dumps(doc()))
@@ -141,13 +141,13 @@ def test_a_resident_unit_s_health_canary_is_its_newest_deployed_resident(tmp_pat
     assert health.canary(renamed, [new], tmp_path, "H", "h1")["deployment"]["name"] == "sparkbench-resident-v1"
     found = record.residents([labelled("v0"), labelled("v1")])
     c = health.canary(found, [old, new], tmp_path, "H", "h1")
-    assert c["deployment"]["name"] == "sparkbench-resident-v1" and c["deployment"]["deployed_at"] == new["when"]
-    assert c["deployment"]["samples"] == new["canary"]["samples"] and c["others"] == ["sparkbench-resident-v0"]
-    assert c["argv"] == new["health_argv"] and c["remote_dir"] == "/w"
+    assert c["deployment"]["name"] == "sparkbench-resident-v1" and c["deployment"]["deployed_at"] == new.when
+    assert c["deployment"]["samples"] == new.canary.samples and c["others"] == ["sparkbench-resident-v0"]
+    assert c["argv"] == new.health_argv and c["remote_dir"] == "/w"
     e = c["entry"]
-    assert e["result_path"] == str(tmp_path / "H" / "h1" / "v1.json") and e["measure_argv"] == new["health_argv"]
+    assert e["result_path"] == str(tmp_path / "H" / "h1" / "v1.json") and e["measure_argv"] == new.health_argv
     assert e["launch"]["argv"] == ["m/x", "--host", "127.0.0.1", "--port", "9100", "--max-num-seqs", "8"]
-    assert e["settings"] == new["health_settings"] and e["settings"]["runs"] == 5
+    assert e["settings"] == new.health_settings and e["settings"]["runs"] == 5
     assert e["config_hash"] == config_hash(e["launch"], e["settings"]) != doc()["config_hash"]
     assert "canary: resident sparkbench-resident-v1 (v1 from run R" in c["summary"][0]
     stopped = health.canary(record.residents([labelled("v1", state="exited")]), [new], tmp_path, "H", "h1")
@@ -158,7 +158,8 @@ def test_a_resident_that_cannot_be_measured_says_how_to_fix_it(tmp_path):
     rec = deployed_record(tmp_path)
     found = record.residents([labelled("v1")])
     with pytest.raises(InputError, match="no health_settings, health_remote_dir .*deploy it again"):
-        health.canary(found, [{**rec, "health_settings": None, "health_remote_dir": None}], tmp_path, "H", "h1")
-    with pytest.raises(InputError, match="the result it was deployed from .* is not in bench_results_dir"):
-        health.canary(found, [{**rec, "source": {**rec["source"], "path": str(tmp_path / "gone.json")}}],
+        health.canary(found, [record.as_record({**rec.document(), "health_settings": None, "health_remote_dir": None})],
                       tmp_path, "H", "h1")
+    with pytest.raises(InputError, match="the result it was deployed from .* is not in bench_results_dir"):
+        gone = rec.source.model_copy(update={"path": str(tmp_path / "gone.json")})
+        health.canary(found, [rec.model_copy(update={"source": gone})], tmp_path, "H", "h1")

@@ -1,15 +1,19 @@
-"""Reading a result document into :class:`~sparkbench.documents.result.ResultDocument`.
+"""Reading a document into its model: the result document (``load_result`` →
+:class:`~sparkbench.documents.result.ResultDocument`), the health document (``load_health`` →
+:class:`~sparkbench.documents.health.HealthDocument`) and the deployment record
+(``load_deployment`` → :class:`~sparkbench.documents.deployment.DeploymentRecord`).
 
-``load_result`` takes the document (a dict) or its file and returns the model, or raises
-``DocumentError`` whose message names every wrong field by its path in the document
-(``single.runs[0].decode_tok_s``) with the reason, e.g.::
+Each takes the document (a dict) or its file and returns the model, or raises ``DocumentError``
+whose message names every wrong field by its path in the document (``single.runs[0].decode_tok_s``)
+with the reason, e.g.::
 
     result document does not match its model: single.runs[0].decode_tok_s: Input should be a valid
     number (got 'fast'); kernels.bogus: unknown key (this block takes no other keys)
 
-The model accepts what ``schema/result.schema.json`` accepts (both come from the same models).
+The result model accepts what ``schema/result.schema.json`` accepts (both come from the same models).
 Keys a block lets through stay on the model (``model_extra``); ``model_dump(exclude_unset=True)``
-gives the document back.
+gives the document back. Each model is imported when its loader first runs (the health and
+deployment loaders do not build the result's models).
 """
 
 from __future__ import annotations
@@ -18,12 +22,20 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..errors import DocumentError
-from .result import ResultDocument
+
+if TYPE_CHECKING:
+    from .deployment import DeploymentRecord
+    from .health import HealthDocument
+    from .result import ResultDocument
+
+_Model = TypeVar("_Model", bound=BaseModel)
+#: a document as data (a dict) or its JSON file
+Source = Union[dict[str, Any], str, os.PathLike]
 
 #: problems named in the message (all of them are in ``DocumentError.problems``)
 SHOWN = 5
@@ -67,28 +79,53 @@ def problems_of(exc: ValidationError) -> list[tuple[str, str]]:
     return [(path, " or ".join(reasons)) for path, reasons in by_path.items()]
 
 
-def _read(path: Path) -> Any:
+def _read(path: Path, what: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise DocumentError(f"{path}: cannot read the result document ({exc.strerror or exc})") from None
+        raise DocumentError(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
     except ValueError as exc:
         raise DocumentError(f"{path}: not JSON ({exc})") from None
 
 
-def load_result(data: Union[dict[str, Any], str, os.PathLike]) -> ResultDocument:
-    """The document (a dict, or the path of its JSON file) as a :class:`ResultDocument`; else
-    :class:`DocumentError` naming each wrong field's path and why."""
+def _load(model: type[_Model], what: str, data: Source) -> _Model:
+    """``data`` (a dict, or the path of its JSON file) as ``model``; else :class:`DocumentError`
+    naming each wrong field's path and why (``what``: the document's name in the message)."""
     source = ""
     if isinstance(data, (str, os.PathLike)):
         source = f"{data}: "
-        data = _read(Path(data))
+        data = _read(Path(data), what)
     if not isinstance(data, dict):
-        raise DocumentError(f"{source}a result document is a JSON object, not {type(data).__name__}")
+        raise DocumentError(f"{source}a {what} is a JSON object, not {type(data).__name__}")
     try:
-        return ResultDocument.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         problems = problems_of(exc)
         shown = "; ".join(f"{path}: {reason}" for path, reason in problems[:SHOWN])
         more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
-        raise DocumentError(f"{source}result document does not match its model: {shown}{more}", problems) from None
+        raise DocumentError(f"{source}{what} does not match its model: {shown}{more}", problems) from None
+
+
+def load_result(data: Source) -> ResultDocument:
+    """The document (a dict, or the path of its JSON file) as a :class:`ResultDocument`; else
+    :class:`DocumentError` naming each wrong field's path and why."""
+    from .result import ResultDocument
+
+    return _load(ResultDocument, "result document", data)
+
+
+def load_health(data: Source) -> HealthDocument:
+    """A health document (``results/<run>/health.json``, or its dict) as a :class:`HealthDocument`
+    (without ``schema_version``: version 1); else :class:`DocumentError` naming each wrong field."""
+    from .health import HealthDocument
+
+    return _load(HealthDocument, "health document", data)
+
+
+def load_deployment(data: Source) -> DeploymentRecord:
+    """A deployment record (its file under ``.deployments/<host>/``, or its dict) as a
+    :class:`DeploymentRecord` (without ``schema_version``: version 1); else :class:`DocumentError`
+    naming each wrong field."""
+    from .deployment import DeploymentRecord
+
+    return _load(DeploymentRecord, "deployment record", data)

@@ -3,7 +3,8 @@
 Where they come from: the unit's listing of its containers labelled ``sparkbench.resident``
 (``sparkbench.serve.record.residents``: every running resident or candidate) where the playbook
 has read it, else the controller's deployment records in state ``deployed``
-(``<bench_results_dir>/.deployments/<host>/``). Each one's share is reckoned from the result it was
+(``<bench_results_dir>/.deployments/<host>/``, read through their model by
+``sparkbench.serve.record.deployed``). Each one's share is reckoned from the result it was
 deployed from (its flags, environment and model profile): the record's ``source.path``, or
 ``<results>/<run>/<host>/<variant>.json`` from the container's labels. A resident whose result is
 not there is listed with its share unknown and not counted (the plan says so).
@@ -32,24 +33,23 @@ def _load(path: Any) -> dict[str, Any] | None:
 
 
 def present(results_dir: str | Path, host: str,
-            listing: Sequence[Mapping[str, Any]] | None = None) -> tuple[list[dict[str, Any]], str]:
+            listing: Sequence[record_mod.Resident] | None = None) -> tuple[list[dict[str, Any]], str]:
     """``([{name, variant, port, run, path}], where they come from)``: the running containers of the
     unit's ``listing`` when given, else the controller's deployed records."""
     records = record_mod.deployed(results_dir, host)
     if listing is None:
         where = f"the controller's deployment records ({Path(results_dir) / record_mod.FOLDER / host})"
-        return [{"name": r.get("container"), "variant": r.get("variant"), "port": r.get("port"),
-                 "run": (r.get("source") or {}).get("run"), "path": (r.get("source") or {}).get("path")}
-                for r in records], where
-    by_variant = {r.get("variant"): r for r in records}
+        return [{"name": r.container, "variant": r.variant, "port": r.port, "run": r.source.run,
+                 "path": r.source.path} for r in records], where
+    by_variant = {r.variant: r for r in records}
     out = []
     for c in listing:
         if not c.get("running"):
             continue
-        rec = by_variant.get(c.get("variant")) or {}
-        src = rec.get("source") or {}
-        run = c.get("run") or src.get("run")
-        path = src.get("path") if src.get("run") == run and src.get("path") else result_path(
+        rec = by_variant.get(c.get("variant"))
+        src_run, src_path = (rec.source.run, rec.source.path) if rec is not None else (None, None)
+        run = c.get("run") or src_run
+        path = src_path if src_run == run and src_path else result_path(
             results_dir, str(run), host, str(c.get("variant")))
         out.append({"name": c.get("name"), "variant": c.get("variant"), "port": c.get("port"), "run": run,
                     "path": str(path)})

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from ..errors import DocumentError
 from ..report.closing import closing_lines, output_width, shown_path, wrap
 from .api import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, BenchResult, UsageError, parse_extravars, run_bench, run_report
 from .commands import parser
@@ -64,8 +65,8 @@ def playbook_summary(result: PlaybookResult, out: TextIO, width: int | None = No
     for host, why in result.failed_hosts.items():
         lines += wrap(f"{host}: {why}", width, first="✘ ", rest="    ")
     for u in result.units:
-        if u.get("verdict") != "healthy" and u.get("remedy"):
-            lines += wrap(f"{u.get('host')}: remedy: {u['remedy']}", width, rest="    ")
+        if u.verdict != "healthy" and u.remedy:
+            lines += wrap(f"{u.host}: remedy: {u.remedy}", width, rest="    ")
     if result.early:
         lines += wrap(f"ansible-playbook exited {result.ansible_rc} before any host ran: {result.early}", width,
                       rest="    ")
@@ -86,10 +87,15 @@ def _history(host: str, variant: str | None, results_dir: str | None) -> int:
         print(f"sparkbench: --results-dir {where} is not a directory; pass the folder that holds the runs",
               file=sys.stderr)
         return EXIT_USAGE
-    _, rebuilt = history.ensure(where)
+    try:
+        _, rebuilt = history.ensure(where)
+        index_rows = history.rows(where, host, variant)
+    except DocumentError as exc:  # a run's health.json that is not a health document: named by its field
+        print(f"sparkbench: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if rebuilt:
         print(f"sparkbench: index rebuilt ({rebuilt})", file=sys.stderr)
-    for line in history.format_trend(history.trend(history.rows(where, host, variant)), host):
+    for line in history.format_trend(history.trend(index_rows), host):
         print(line)
     return EXIT_OK
 

@@ -3,8 +3,9 @@
 said, and one exit-code policy (the runner's ``EXIT_*``):
 
 - ``health`` plans and measures a canary per unit: its progress is the bench view, and its exit
-  code comes from ``results/<run>/health.json``: 2 when a unit failed (or was unreachable), 1 when
-  a unit is slow, 0 when every unit is healthy.
+  code comes from ``results/<run>/health.json`` (read through its model): 2 when a unit failed (or
+  was unreachable), 1 when a unit is slow, 0 when every unit is healthy; 3 when the file is there
+  but is not a health document (the closing lines name the field and why).
 - the others follow their tasks: 2 when a host was unreachable, for ``serve`` 1 when a host
   failed (the deploy was refused or rolled back: the previous resident keeps serving), for
   ``provision`` and ``teardown`` 2 when a host failed; 3 when ansible-playbook failed without a
@@ -12,11 +13,12 @@ said, and one exit-code policy (the runner's ``EXIT_*``):
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..errors import DocumentError
 from ..paths import DEFAULT_RESULTS_DIR, REPO_ROOT
 from .api import (
     EXIT_HOST_FAILED,
@@ -31,6 +33,9 @@ from .api import (
 )
 from .progress import Progress
 from .tasks import TaskProgress
+
+if TYPE_CHECKING:  # the models are imported where health.json is read (_health_outcome)
+    from ..documents.health import HealthDocument, HealthUnit
 
 #: verb → its playbook, relative to the repository
 PLAYBOOKS = {"provision": "playbooks/provision.yml", "bench": "bench.yml", "health": "playbooks/health.yml",
@@ -49,7 +54,7 @@ class PlaybookResult:
     said: list[tuple[str, str]]
     artifacts_dir: Path
     files: dict[str, Path] = field(default_factory=dict)
-    units: list[dict] = field(default_factory=list)  # health: the verdict per unit
+    units: list[HealthUnit] = field(default_factory=list)  # health: the verdict per unit (health.json)
     early: str | None = None  # ansible-playbook's last output when it failed before any host ran
 
 
@@ -63,14 +68,17 @@ def _health_extravars(extravars: dict, run_id: str | None, results_dir: str | os
     return ev
 
 
-def _health_outcome(run_dir: Path) -> tuple[int | None, dict]:
-    """(exit code, the health document) from the run's health.json; (None, {}) when it was not
-    written."""
-    try:
-        doc = json.loads((run_dir / "health.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None, {}
-    verdicts = {u.get("verdict") for u in doc.get("units") or []}
+def _health_outcome(run_dir: Path) -> tuple[int | None, HealthDocument | None]:
+    """(exit code, the health document) from the run's health.json; (None, None) when it was not
+    written. The file is read through its model (``sparkbench.documents.load_health``): one that
+    is not a health document raises ``DocumentError`` naming the file and the field."""
+    path = run_dir / "health.json"
+    if not path.is_file():
+        return None, None
+    from ..documents.load import load_health
+
+    doc = load_health(path)
+    verdicts = {u.verdict for u in doc.units}
     rc = EXIT_HOST_FAILED if "failed" in verdicts else EXIT_VARIANT_FAILED if "slow" in verdicts else EXIT_OK
     return rc, doc
 
@@ -107,13 +115,19 @@ def run_playbook(verb: str, *, inventory=None, limit: str | None = None, extrava
         out.early = output_tail(artifacts)
     if measured:
         run_dir = Path(ev["bench_results_dir"]) / str(ev["bench_run_id"])
-        rc, judged = _health_outcome(run_dir)
-        if rc is not None:
+        try:
+            rc, judged = _health_outcome(run_dir)
+        except DocumentError as exc:  # written, but not a health document: no verdict to go by
+            out.said.append(("", f"the health verdict cannot be read: {exc}"))
+            out.files = {"health.json": run_dir / "health.json"}
+            out.rc = EXIT_PLAYBOOK_ERROR
+            return out
+        if rc is not None and judged is not None:
             # what health.json says is the outcome: a verdict line per unit (the play's last task
             # fails the run on one unit's behalf; that is the verdict, not a failure of that unit)
-            out.units = list(judged.get("units") or [])
-            out.said = [("", str(line)) for line in judged.get("lines") or []]
-            judged_hosts = {u.get("host") for u in out.units}
+            out.units = list(judged.units)
+            out.said = [("", line) for line in judged.lines]
+            judged_hosts = {u.host for u in out.units}
             out.failed_hosts = {h: why for h, why in failed.items() if h not in judged_hosts}
             out.files = {"health.md": run_dir / "health.md", "health.json": run_dir / "health.json"}
             out.rc = rc

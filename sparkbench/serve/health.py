@@ -21,7 +21,7 @@ not the unit's history.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import InputError
 from ..launch import config_hash
@@ -29,67 +29,83 @@ from ..paths import result_path
 from ..result import stored
 from .spec import with_address
 
+if TYPE_CHECKING:
+    from ..documents.deployment import DeploymentRecord
+    from .record import Resident
 
-def _chosen(found: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> tuple[dict | None, list[str]]:
-    """The record of the unit's newest deployed resident, and the other residents' names."""
-    by_name = {str(r.get("container")): r for r in records if r.get("state") == "deployed"}
+
+class _Chosen(NamedTuple):
+    """The unit's newest deployed resident: its record, its container's state, the other residents."""
+
+    record: DeploymentRecord
+    running: bool
+    status: str
+    others: list[str]
+
+
+def _chosen(found: Sequence[Resident], records: Sequence[DeploymentRecord]) -> _Chosen | None:
+    """The record of the unit's newest deployed resident (and its container's state), and the other
+    residents' names; None when no deployed record names a resident the unit runs."""
+    by_name = {str(r.container): r for r in records if r.state == "deployed"}
     serving = [r for r in found if str(r.get("name")) in by_name]
     if not serving:
-        return None, []
-    chosen = max(serving, key=lambda r: str(by_name[str(r["name"])].get("when") or ""))
+        return None
+    chosen = max(serving, key=lambda r: by_name[str(r["name"])].when)
     others = [str(r["name"]) for r in serving if r["name"] != chosen["name"]]
-    return {**by_name[str(chosen["name"])], "_running": bool(chosen.get("running")),
-            "_status": str(chosen.get("status") or "")}, others
+    return _Chosen(by_name[str(chosen["name"])], bool(chosen.get("running")), str(chosen.get("status") or ""), others)
 
 
-def entry(rec: Mapping[str, Any], src_doc: Mapping[str, Any], path: str) -> dict[str, Any]:
+def entry(rec: DeploymentRecord, src_doc: Mapping[str, Any], path: str) -> dict[str, Any]:
     """The resident canary's plan entry for ``sparkbench.result.record`` (see the module docstring)."""
     src_launch = src_doc.get("launch") or {}
     manifest = src_doc.get("manifest") or {}
     profile = src_doc.get("profile") or {}
-    launch = {"argv": with_address(src_launch.get("argv") or [], str(rec.get("listen")), int(rec["port"])),
-              "command": str(rec.get("command") or ""), "env": dict(src_launch.get("env") or {}),
+    if rec.port is None or rec.health_settings is None or rec.health_argv is None:
+        raise InputError(f"resident {rec.container} on {rec.host}: its deployment record has no port, "
+                         "health_settings or health_argv: deploy it again (playbooks/serve.yml)")
+    launch = {"argv": with_address(src_launch.get("argv") or [], str(rec.listen), rec.port),
+              "command": rec.command or "", "env": dict(src_launch.get("env") or {}),
               "secret_env": list(src_launch.get("secret_env") or []), "image": str(manifest.get("image") or ""),
-              "base_url": rec.get("base_url")}
-    settings = dict(rec["health_settings"])
-    return {"name": str(rec["variant"]), "variant": dict(src_doc.get("variant") or {}), "launch": launch,
+              "base_url": rec.base_url}
+    settings = dict(rec.health_settings)
+    return {"name": rec.variant, "variant": dict(src_doc.get("variant") or {}), "launch": launch,
             "config_hash": config_hash(launch, settings), "result_path": str(path), "action": "measure",
             "preflight": dict(src_doc.get("preflight") or {"verdict": "pass", "failures": []}), "settings": settings,
             "hardware_profile": profile.get("hardware"), "model_profile": profile.get("model"),
-            "measure_argv": list(rec["health_argv"])}
+            "measure_argv": list(rec.health_argv)}
 
 
-def canary(found: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]], results_dir: Any,
+def canary(found: Sequence[Resident], records: Sequence[DeploymentRecord], results_dir: Any,
            run_id: str, host: str) -> dict[str, Any] | None:
     """The unit's resident canary, or None (see the module docstring). A record that cannot be
     measured (written without the health fields, or its source result gone) raises ``InputError``
     naming the fix: health.yml judges the unit ``failed`` with it."""
-    rec, others = _chosen(found, records)
-    if rec is None:
+    chosen = _chosen(found, records)
+    if chosen is None:
         return None
-    name, variant = str(rec["container"]), str(rec["variant"])
-    missing = [k for k in ("health_argv", "health_settings", "health_remote_dir") if not rec.get(k)]
-    samples = list((rec.get("canary") or {}).get("samples") or [])
+    rec, others = chosen.record, chosen.others
+    name, variant = str(rec.container), rec.variant
+    missing = [k for k in ("health_argv", "health_settings", "health_remote_dir") if not getattr(rec, k)]
+    samples = list(rec.canary.samples) if rec.canary is not None else []
     if missing or not samples:
         raise InputError(f"resident {name} on {host}: its deployment record has no "
                          f"{', '.join(missing) or 'canary.samples'} (written by an older sparkbench): deploy it "
                          f"again (playbooks/serve.yml -l {host} -e serve_variant={variant}) so health.yml can "
                          "measure it against its deployment")
-    src_path = str((rec.get("source") or {}).get("path") or "")
+    src_path = rec.source.path or ""
     src_doc = stored(src_path) if src_path else {}
     if not src_doc:
         raise InputError(f"resident {name} on {host}: the result it was deployed from ({src_path or 'none recorded'}) "
                          "is not in bench_results_dir: point bench_results_dir at the folder the deployment used")
     out_path = result_path(results_dir, run_id, host, variant)
-    deployment = {"name": name, "variant": variant, "deployed_at": rec.get("when"),
-                  "run": (rec.get("source") or {}).get("run"), "port": rec.get("port"), "samples": samples,
-                  "canary_text": (rec.get("canary") or {}).get("text")}
-    state = "running" if rec["_running"] else f"not running ({rec['_status'] or 'stopped'})"
-    summary = [f"canary: resident {name} ({variant} from run {deployment['run']}, deployed {rec.get('when')}, "
-               f"port {rec.get('port')}, {state}), judged against its deployment's canary "
+    deployment = {"name": name, "variant": variant, "deployed_at": rec.when, "run": rec.source.run,
+                  "port": rec.port, "samples": samples, "canary_text": rec.canary.text if rec.canary else None}
+    state = "running" if chosen.running else f"not running ({chosen.status or 'stopped'})"
+    summary = [f"canary: resident {name} ({variant} from run {deployment['run']}, deployed {rec.when}, "
+               f"port {rec.port}, {state}), judged against its deployment's canary "
                f"({deployment['canary_text']})",
-               f"measure: {' '.join(str(a) for a in rec['health_argv'])}"]
+               f"measure: {' '.join(rec.health_argv or [])}"]
     if others:
         summary.append(f"other residents on the unit (not measured): {', '.join(others)}")
-    return {"deployment": deployment, "argv": list(rec["health_argv"]), "remote_dir": str(rec["health_remote_dir"]),
+    return {"deployment": deployment, "argv": list(rec.health_argv or []), "remote_dir": str(rec.health_remote_dir),
             "entry": entry(rec, src_doc, str(out_path)), "summary": summary, "others": others}

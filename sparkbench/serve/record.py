@@ -18,6 +18,14 @@ variant's current record; a failed deploy leaves it as it was) and every record 
 (``~/.sparkbench/residents``) while the resident is deployed. The folder is hidden so that run
 listings (``sparkbench.history``, the reports) never take it for a run. No secret enters a record:
 the command has secrets ``<redacted>`` and ``api_key`` says only whether a key is required.
+
+The record's shape is its model's, :class:`sparkbench.documents.deployment.DeploymentRecord`:
+``record`` builds one and reads it through the model (a wrong key or type, a bug, raises
+``DocumentError`` naming the field); every record file is read by ``load``, and a record carried
+as a fact by ``as_record``, both through ``sparkbench.documents.load_deployment`` (a record written
+before ``schema_version`` was recorded is version 1; one that does not match its model raises
+``DocumentError`` naming the file and the field). The models are imported where a record is built
+or read, not with this module: Ansible's workers import it, and building them costs about 0.1 s.
 """
 
 from __future__ import annotations
@@ -25,13 +33,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..launch import SIM_UNIT_CONTAINER, UNIT_HOME
 from ..measure.figures import SINGLE_DECODE
 from ..paths import write_atomic
 
+if TYPE_CHECKING:
+    from ..documents.deployment import DeploymentRecord
+
 KIND = "sparkbench.deployment"
+#: the record's version (= sparkbench.documents.deployment.SCHEMA_VERSION; a test holds them equal)
+SCHEMA_VERSION = "1"
 #: The container label that marks a resident or a candidate (its value: the variant); the unit's
 #: probe filters on it too (roles/spark_host/defaults/main.yml ``spark_host_resident_label``).
 RESIDENT_LABEL = "sparkbench.resident"
@@ -54,14 +67,16 @@ def controller_dir(results_dir: str | Path, host: str) -> Path:
 
 
 def record(dep: Mapping[str, Any], state: str, when: str, canary: Mapping[str, Any] | None = None,
-           failure: Mapping[str, Any] | None = None, left: str | None = None) -> dict[str, Any]:
-    """The record of ``dep`` (a deployment, ``sparkbench.serve.spec.on_unit``) in ``state``."""
+           failure: Mapping[str, Any] | None = None, left: str | None = None) -> DeploymentRecord:
+    """The record of ``dep`` (a deployment, ``sparkbench.serve.spec.on_unit``) in ``state``, read
+    through its model (``DocumentError`` names a wrong field)."""
     if state not in STATES:
         raise ValueError(f"deployment state {state!r} is not one of {', '.join(STATES)}")
     src = dep.get("source") or {}
     resident = dep.get("resident") or {}
     out: dict[str, Any] = {
-        "kind": KIND, "state": state, "host": dep.get("host"), "variant": dep.get("variant"), "when": when,
+        "kind": KIND, "schema_version": SCHEMA_VERSION, "state": state, "host": dep.get("host"),
+        "variant": dep.get("variant"), "when": when,
         "container": (dep.get("names") or {}).get("resident"), "port": dep.get("port"), "listen": dep.get("listen"),
         "base_url": resident.get("base_url"), "api_key": bool(dep.get("api_key")),
         "restart_policy": (resident.get("container") or {}).get("restart_policy"), "command": resident.get("command"),
@@ -86,7 +101,7 @@ def record(dep: Mapping[str, Any], state: str, when: str, canary: Mapping[str, A
                           "remedy": str(failure.get("remedy") or REMEDY.get(stage, REMEDY["start"])),
                           "log_excerpt": str(failure.get("log_excerpt") or "")[-4000:].strip()}
         out["left"] = left
-    return out
+    return as_record(out)
 
 
 def left_behind(dep: Mapping[str, Any], stage: str, stopped_previous: bool, unreachable: bool) -> str:
@@ -112,52 +127,78 @@ def _stamp(when: str) -> str:
     return "".join(c for c in str(when) if c.isalnum())
 
 
-def write(results_dir: str | Path, rec: Mapping[str, Any]) -> dict[str, str]:
+def _text(rec: DeploymentRecord) -> bytes:
+    return (json.dumps(rec.document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write(results_dir: str | Path, rec: DeploymentRecord) -> dict[str, str]:
     """The record into the controller's folder: its history entry always, the variant's current
     record unless the deploy failed; a deployment that replaced another variant's resident marks
     that one's current record ``replaced``. Returns the paths written."""
-    base = controller_dir(results_dir, str(rec["host"]))
-    text = json.dumps(rec, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    history = base / "history" / f"{_stamp(rec['when'])}-{rec['variant']}-{rec['state']}.json"
-    paths = {"history": str(write_atomic(history, text.encode("utf-8")))}
-    if rec["state"] != "failed":
-        paths["current"] = str(write_atomic(base / f"{rec['variant']}.json", text.encode("utf-8")))
-    prev = rec.get("previous") or {}
-    if rec["state"] == "deployed" and prev.get("variant") and prev["variant"] != rec["variant"]:
-        old = load(base / f"{prev['variant']}.json")
-        if old and old.get("state") == "deployed":
-            replaced = {**old, "state": "replaced", "when": rec["when"], "replaced_by": rec["variant"]}
-            write_atomic(base / f"{prev['variant']}.json",
-                         (json.dumps(replaced, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+    base = controller_dir(results_dir, rec.host)
+    history = base / "history" / f"{_stamp(rec.when)}-{rec.variant}-{rec.state}.json"
+    paths = {"history": str(write_atomic(history, _text(rec)))}
+    if rec.state != "failed":
+        paths["current"] = str(write_atomic(base / f"{rec.variant}.json", _text(rec)))
+    prev = rec.previous
+    if rec.state == "deployed" and prev is not None and prev.variant and prev.variant != rec.variant:
+        old = load(base / f"{prev.variant}.json")
+        if old is not None and old.state == "deployed":
+            replaced = as_record({**old.document(), "state": "replaced", "when": rec.when, "replaced_by": rec.variant})
+            write_atomic(base / f"{prev.variant}.json", _text(replaced))
     return paths
 
 
-def load(path: str | Path) -> dict[str, Any] | None:
-    """A record file, or None when it is missing or not a record."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and doc.get("kind") == KIND else None
+def as_record(data: Mapping[str, Any]) -> DeploymentRecord:
+    """A record as data (built by ``record``, or carried as a fact: ``serve_plan.current``) through
+    its model (``sparkbench.documents.load_deployment``), as it is written and read: through JSON
+    (a fact's tuples become lists). ``DocumentError`` names a wrong field."""
+    from ..documents.load import load_deployment
+
+    return load_deployment(json.loads(json.dumps(dict(data))))
 
 
-def deployed(results_dir: str | Path, host: str) -> list[dict[str, Any]]:
+def load(path: str | Path) -> DeploymentRecord | None:
+    """The record in ``path`` through its model (``sparkbench.documents.load_deployment``), None
+    when there is no such file; one that does not match its model (or is not JSON) raises
+    ``DocumentError`` naming the file and the field."""
+    from ..documents.load import load_deployment
+
+    return load_deployment(path) if Path(path).is_file() else None
+
+
+def deployed(results_dir: str | Path, host: str) -> list[DeploymentRecord]:
     """The host's current records in state ``deployed`` (by variant name)."""
     base = controller_dir(results_dir, host)
     found = [load(p) for p in sorted(base.glob("*.json"))] if base.is_dir() else []
-    return [r for r in found if r and r.get("state") == "deployed"]
+    return [r for r in found if r is not None and r.state == "deployed"]
 
 
-def undeployed(rec: Mapping[str, Any], when: str) -> dict[str, Any]:
+def undeployed(rec: DeploymentRecord, when: str) -> DeploymentRecord:
     """The current record of a resident that was removed."""
-    return {**rec, "state": "undeployed", "when": when, "deployed_at": rec.get("when")}
+    return as_record({**rec.document(), "state": "undeployed", "when": when, "deployed_at": rec.when})
 
 
-def residents(containers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+class Resident(TypedDict):
+    """One of the unit's resident or candidate containers (``residents``): its name and state, the
+    rest from its labels (None where a label is missing)."""
+
+    name: str
+    variant: str
+    role: str | None
+    port: str | None
+    run: str | None
+    config_hash: str | None
+    listen: str | None
+    running: bool
+    unit_dir: str | None
+    status: str
+
+
+def residents(containers: Sequence[Mapping[str, Any]]) -> list[Resident]:
     """The unit's resident and candidate containers (``community.docker.docker_host_info``'s
-    verbose container list, labelled ``sparkbench.resident``) as ``{name, variant, role, port, run,
-    config_hash, running, status}``, by name."""
-    out = []
+    verbose container list, labelled ``sparkbench.resident``) as :class:`Resident`, by name."""
+    out: list[Resident] = []
     for c in containers or []:
         labels = c.get("Labels") or {}
         if RESIDENT_LABEL not in labels:
@@ -180,17 +221,17 @@ def _unit_dir(container: Mapping[str, Any]) -> str | None:
     return None
 
 
-def on_unit(found: Sequence[Mapping[str, Any]], sim_dir: Any) -> list[dict[str, Any]]:
+def on_unit(found: Sequence[Resident], sim_dir: Any) -> list[Resident]:
     """The residents of one simulated unit: those that mount its account ``sim_dir`` (simulated
     units of one machine share its Docker engine); all of ``found`` without an account or while its
     path still holds ``<unit home>``."""
     text = str(sim_dir or "")
     if not text or UNIT_HOME in text:
-        return [dict(r) for r in found]
-    return [dict(r) for r in found if r.get("unit_dir") == text]
+        return [r.copy() for r in found]
+    return [r.copy() for r in found if r.get("unit_dir") == text]
 
 
-def listing(host: str, found: Sequence[Mapping[str, Any]]) -> list[str]:
+def listing(host: str, found: Sequence[Resident]) -> list[str]:
     """One line per resident of ``host`` (``residents``), or a line saying there is none."""
     if not found:
         return [f"{host}: no resident"]
