@@ -24,18 +24,76 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from .launch import normalize_args
 from .preflight import parse_version
+
+if TYPE_CHECKING:
+    from .launch import FlagValue
+    from .preflight import PreflightFailure
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "vllm_args"
 _HUMAN_INT = re.compile(r"^\s*\d+(\.\d+)?\s*[kKmMgG]?\s*$")
 ISSUE_ID = "invalid_flag"
 
 
+class ArgBounds(TypedDict, total=False):
+    """A numeric option's range in a schema file: greater than / at least / less than / at most."""
+
+    gt: float
+    ge: float
+    lt: float
+    le: float
+
+
+class ArgOption(TypedDict, total=False):
+    """One ``vllm serve`` option of a schema file (``options`` / ``positionals``), as vLLM's parser
+    defines it (images/vllm-cpu/dump_arg_schema.py; a partial file gives some of the keys)."""
+
+    name: str
+    flags: list[str]
+    dest: str
+    kind: str
+    type: str | None
+    action: str
+    boolean: bool
+    choices: list[str | int | None] | None
+    bounds: ArgBounds
+    default: FlagValue
+    const: bool | None
+    nargs: str | int | None
+    accepts_none: bool
+    required: bool
+    deprecated: bool
+    group: str
+    help: str
+    config_field: str
+
+
+class ArgSource(TypedDict, total=False):
+    """How a schema file was extracted: the command, what it read, the image, what it leaves out."""
+
+    command: str
+    extracted_from: str
+    image: str
+    not_covered: str
+
+
+class ArgSchema(TypedDict, total=False):
+    """One file of ``sparkbench/data/vllm_args/``: a vLLM version's ``vllm serve`` options (``partial``:
+    only some of them), the Python it was read with, how it was extracted."""
+
+    vllm_version: str
+    partial: bool
+    python: str
+    source: ArgSource
+    options: list[ArgOption]
+    positionals: list[ArgOption]
+
+
 @lru_cache(maxsize=None)
-def _load(version: str) -> dict[str, Any]:
+def _load(version: str) -> ArgSchema:
     return json.loads((DATA_DIR / f"{version}.json").read_text(encoding="utf-8"))
 
 
@@ -60,7 +118,7 @@ def _as_number(parts: tuple[int, ...] | None) -> float:
 
 
 @lru_cache(maxsize=None)
-def argument_table(version: str | None) -> tuple[dict[str, dict], str]:
+def argument_table(version: str | None) -> tuple[dict[str, ArgOption], str]:
     """``({"--flag": option}, description)`` for ``version``: which files were used."""
     base = _nearest_full(version)
     table = {f: o for o in _load(base)["options"] for f in o["flags"]}
@@ -80,17 +138,17 @@ def argument_table(version: str | None) -> tuple[dict[str, dict], str]:
     return table, f"vLLM {base}'s arguments (the nearest version with a stored schema; none for {version or 'an unknown version'})"
 
 
-def _bounds_text(b: Mapping[str, Any]) -> str:
+def _bounds_text(b: ArgBounds) -> str:
     words = {"gt": ">", "ge": "≥", "lt": "<", "le": "≤"}
     return " and ".join(f"{words[k]} {b[k]}" for k in ("gt", "ge", "lt", "le") if k in b)
 
 
-def _in_bounds(x: float, b: Mapping[str, Any]) -> bool:
+def _in_bounds(x: float, b: ArgBounds) -> bool:
     return not (("gt" in b and not x > b["gt"]) or ("ge" in b and not x >= b["ge"])
                 or ("lt" in b and not x < b["lt"]) or ("le" in b and not x <= b["le"]))
 
 
-def _value_problem(flag: str, opt: Mapping[str, Any], value: Any) -> str | None:
+def _value_problem(flag: str, opt: ArgOption, value: FlagValue) -> str | None:
     kind = opt.get("kind")
     if kind == "bool" or opt.get("boolean"):
         if not isinstance(value, bool):
@@ -129,10 +187,10 @@ def _value_problem(flag: str, opt: Mapping[str, Any], value: Any) -> str | None:
     return None
 
 
-def flag_problems(args: Mapping[str, Any] | None, version: str | None) -> list[dict[str, Any]]:
+def flag_problems(args: Mapping[str, FlagValue] | None, version: str | None) -> list[PreflightFailure]:
     """One ``{id, reason, remedy}`` per flag of ``args`` that ``version``'s parser would refuse."""
     table, which = argument_table(version)
-    out = []
+    out: list[PreflightFailure] = []
     for flag, value in normalize_args(args).items():
         if value is None:
             continue

@@ -29,9 +29,12 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .secrets import redact_text
+
+if TYPE_CHECKING:
+    from .cluster.shapes import HostVars
 
 HOST_ISSUES_PATH = Path(__file__).resolve().parent / "data" / "host_issues.yml"
 #: The remedy when no known pitfall matches.
@@ -42,10 +45,58 @@ EXCERPT_CHARS = 4000
 LINE_CHARS = 300
 UNREACHABLE_TASK = "connection"
 
-_CACHE: dict[str, tuple[float, list[dict[str, Any]]]] = {}
+
+class _PitfallRequired(TypedDict):
+    id: str
+    signature: str
+    remedy: str
 
 
-def load_pitfalls(path: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+class HostPitfall(_PitfallRequired, total=False):
+    """One known host pitfall (``host:`` of ``sparkbench/data/host_issues.yml``, ``load_pitfalls``):
+    a signature (regular expression) and its remedy; ``connection``: for an unreachable host only."""
+
+    connection: bool
+
+
+class TaskResult(TypedDict, total=False):
+    """A task's registered result as Ansible gives it, the keys sparkbench reads: here a failed task's
+    (``ansible_failed_result``, the connection probe's, or one item of a loop's ``results``; a module's
+    own keys, its arguments among them, are never read), in ``sparkbench.interference`` a measure run's."""
+
+    results: list[TaskResult]
+    failed: bool
+    unreachable: bool
+    msg: str
+    reason: str
+    censored: str
+    rc: int
+    stderr: str
+    stderr_lines: list[str]
+    module_stderr: str
+    stdout: str
+    stdout_lines: list[str]
+    module_stdout: str
+    item: object  # a loop's item: whatever the loop runs over
+    _ansible_item_label: object
+
+
+class HostFailure(TypedDict):
+    """Why a host failed as a whole (``explain``, the module docstring): recorded by bench.yml, in the
+    failure documents (stage ``host``), the report's "Hosts without results" and the runner's view."""
+
+    task: str
+    reason: str
+    remedy: str
+    log_excerpt: str
+    issue: str | None
+    summary: str
+
+
+_CACHE: dict[str, tuple[float, list[HostPitfall]]] = {}
+
+
+def load_pitfalls(path: str | os.PathLike | None = None) -> list[HostPitfall]:
     """The ``host`` section of the pitfalls file (default :data:`HOST_ISSUES_PATH`), each entry
     checked (``id``, ``signature`` a valid regular expression, ``remedy``); read once per change."""
     import yaml
@@ -72,7 +123,7 @@ def load_pitfalls(path: str | os.PathLike | None = None) -> list[dict[str, Any]]
     return entries
 
 
-def failed_item(result: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def failed_item(result: TaskResult | None) -> TaskResult:
     """The part of a registered result that failed: a loop's first failed item (``results[]``),
     else the result itself (``{}`` for none)."""
     result = result if isinstance(result, Mapping) else {}
@@ -93,7 +144,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _streams(item: Mapping[str, Any]) -> tuple[str, str]:
+def _streams(item: TaskResult) -> tuple[str, str]:
     """(stderr, stdout) of a failed result, stripped; a module crash's module_stderr/stdout too."""
     err = _text(item.get("stderr") or item.get("stderr_lines") or item.get("module_stderr")).strip()
     out = _text(item.get("stdout") or item.get("stdout_lines") or item.get("module_stdout")).strip()
@@ -109,8 +160,7 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def match_pitfall(text: str, pitfalls: Iterable[Mapping[str, Any]],
-                  unreachable: bool = False) -> Mapping[str, Any] | None:
+def match_pitfall(text: str, pitfalls: Iterable[HostPitfall], unreachable: bool = False) -> HostPitfall | None:
     """The first pitfall whose ``signature`` is found in ``text`` (case-insensitive), else None;
     ``connection`` pitfalls only for an ``unreachable`` host, the others only for one that answered."""
     for entry in pitfalls:
@@ -119,9 +169,9 @@ def match_pitfall(text: str, pitfalls: Iterable[Mapping[str, Any]],
     return None
 
 
-def explain(task: Any, result: Mapping[str, Any] | None, host: str = "", *,
-            pitfalls: Iterable[Mapping[str, Any]] | None = None,
-            secret_values: Iterable[str] = ()) -> dict[str, Any]:
+def explain(task: Any, result: TaskResult | None, host: str = "", *,
+            pitfalls: Iterable[HostPitfall] | None = None,
+            secret_values: Iterable[str] = ()) -> HostFailure:
     """The host failure object (see the module's docstring) of ``task`` (the failed task's name)
     whose registered result is ``result``; ``host`` fills ``{host}`` in the remedy."""
     result = result if isinstance(result, Mapping) else {}
@@ -158,12 +208,12 @@ def explain(task: Any, result: Mapping[str, Any] | None, host: str = "", *,
             "issue": str(entry["id"]) if entry else None, "summary": f"{reason}; remedy: {remedy}"}
 
 
-def collect(hosts: Iterable[str], variables_of: Mapping[str, Any], fact: str = "bench_host_failure",
-            field: str | None = None) -> dict[str, Any]:
+def collect(hosts: Iterable[str], variables_of: Mapping[str, HostVars], fact: str = "bench_host_failure",
+            field: str | None = None) -> dict[str, HostFailure | str | None]:
     """``{host: failure}`` of the ``hosts`` whose variables (``variables_of[host]``: Ansible's
     hostvars) hold a host failure object in ``fact``; ``field`` (e.g. ``summary``): that field
     instead of the whole object."""
-    out: dict[str, Any] = {}
+    out: dict[str, HostFailure | str | None] = {}
     for host in hosts or []:
         try:
             hv = variables_of[host]

@@ -45,10 +45,16 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Union
 
 from .errors import InputError
 from .secrets import REDACTED, redact_argv, redacted_env
+
+if TYPE_CHECKING:
+    from .cluster.shapes import HostVars
+    from .matrix import Variant
+    from .plan_types import HostVariables
+    from .settings import Settings, SettingsInput
 
 _FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 #: Flags the role sets itself; a variant that sets them would silently move the server.
@@ -62,6 +68,113 @@ UNIT_HOME = "<unit home>"
 SIM_UNIT_CONTAINER = "/run/sparkbench-unit"
 SIM_UNIT_ENV = "VLLM_SIM_UNIT_DIR"
 SIM_UNIT_VARIABLE = "sparkbench_sim_unit_dir"
+
+#: A scalar as YAML or ``-e`` gives it (an environment value before it is made text).
+Scalar = Union[str, int, float, bool, None]
+#: One vLLM flag's value as the inventory writes it: a scalar (``true`` → ``--x``, ``false`` →
+#: ``--no-x``, ``null`` → left out) or a list / mapping, given to vLLM as JSON (``speculative-config``).
+FlagValue = Union[str, int, float, bool, None, list["FlagValue"], dict[str, "FlagValue"]]
+#: A variant's ``args``: flag name (normalised by ``normalize_args``) → its value, in order.
+FlagValues = dict[str, FlagValue]
+#: An environment layer as the inventory writes it (``vllm_server_env``, a build's ``env``): name →
+#: value; the launch spec's environment holds the values as text.
+EnvValues = Mapping[str, Scalar]
+
+
+class ServerSettings(TypedDict, total=False):
+    """The launch settings of a host (``launch_spec``'s ``server``), built by
+    ``sparkbench.plan.server_settings`` (a cluster variant: with ``base_url`` / ``exec_in`` / ``log_file``)."""
+
+    host: str
+    port: int | str
+    container_name: str
+    base_url: str
+    exec_in: str
+    log_file: str
+    hf_cache: str
+    vllm_cache: str
+    flashinfer_cache: str
+    unit_home: str | None
+    sim_unit_dir: str
+    gpus: bool
+    env: EnvValues
+    secret_env: list[str]
+    ready_timeout_s: int | float | str
+
+
+class DeviceRequest(TypedDict):
+    """A ``docker_container`` GPU request (``launch_spec``: every GPU of the unit)."""
+
+    driver: str
+    count: int
+    capabilities: list[list[str]]
+
+
+class Healthcheck(TypedDict):
+    """The server container's Docker health check (``launch_spec``)."""
+
+    test: list[str]
+    interval: str
+    timeout: str
+    retries: int
+    start_period: str
+
+
+class ContainerArgs(TypedDict, total=False):
+    """The ``community.docker.docker_container`` arguments of a server (``launch_spec``; a resident's
+    and a candidate's in ``sparkbench.serve.spec`` add ``restart_policy``), read by ``docker_run_line``."""
+
+    name: str
+    image: str
+    command: list[str]
+    network_mode: str
+    ipc_mode: str
+    volumes: list[str]
+    env: dict[str, str]
+    device_requests: list[DeviceRequest] | None
+    labels: dict[str, str]
+    healthcheck: Healthcheck
+    restart_policy: str
+    exec_in: str
+
+
+class ExecSpec(TypedDict):
+    """Where a cluster variant's ``vllm serve`` runs (``launch_spec``): the head's Ray container, its
+    log and pid files there."""
+
+    container: str
+    log_file: str
+    pid_file: str
+
+
+class _LaunchSpecRequired(TypedDict):
+    argv: list[str]
+    env: dict[str, str]
+    secret_env: list[str]
+    image: str
+    container: ContainerArgs
+    command: str
+    health_url: str
+    base_url: str
+    caches: dict[str, str]
+    unresolved: str
+
+
+class LaunchSpec(_LaunchSpecRequired, total=False):
+    """The launch spec of one variant on a host (``launch_spec``, the module docstring; ``with_unit_home``
+    puts the unit's home in): ``exec`` on a cluster variant only, ``sim_unit`` on a single unit only."""
+
+    exec: ExecSpec
+    sim_unit: str
+
+
+class CacheFolder(TypedDict):
+    """One of the unit's cache folders with its real path (``unit_cache_list``, playbooks/teardown.yml)."""
+
+    key: str
+    variable: str
+    path: str
+    what: str
 
 
 @dataclass(frozen=True)
@@ -104,9 +217,9 @@ def unit_path(value: Any, cache: UnitCache) -> str:
                      f"~/… (below the remote user's home there), or leave it unset (~/{cache.below_home})")
 
 
-def unit_caches(values: Mapping[str, Any] | None = None, home: Any = None) -> dict[str, str]:
-    """``{key: host path}`` of every cache folder from ``values`` (keyed by ``UnitCache.key`` or
-    by its variable), with ``home`` put in when given."""
+def unit_caches(values: ServerSettings | HostVariables | HostVars | None = None, home: Any = None) -> dict[str, str]:
+    """``{key: host path}`` of every cache folder from ``values`` (the server settings, keyed by
+    ``UnitCache.key``, or the host's Ansible variables, by its variable), with ``home`` put in when given."""
     values = values or {}
     return {c.key: resolve_unit_path(unit_path(values.get(c.key) or values.get(c.variable), c), home)
             for c in UNIT_CACHES}
@@ -133,7 +246,7 @@ def unresolved_message(caches: Mapping[str, str], where: str = "") -> str:
             "it (playbooks/tasks/host.yml, sparkbench_plan: unit) or set those variables to absolute paths")
 
 
-def unit_cache_list(caches: Mapping[str, str]) -> list[dict[str, str]]:
+def unit_cache_list(caches: Mapping[str, str]) -> list[CacheFolder]:
     """The cache folders one by one (``{key, variable, path, what}``, ``UNIT_CACHES`` order), every
     path real: a placeholder left raises ``InputError`` (playbooks/teardown.yml removes them)."""
     problem = unresolved_message(caches)
@@ -189,14 +302,14 @@ def normalize_flag(name: Any) -> str:
     return flag
 
 
-def normalize_args(args: Mapping[str, Any] | None) -> dict[str, Any]:
+def normalize_args(args: Mapping[str, FlagValue] | None) -> FlagValues:
     """An ``args`` mapping with normalised flag names, in order (a later spelling wins)."""
     if args is None:
         return {}
     if not isinstance(args, Mapping):
         raise InputError(f"variant args must be a mapping of flag: value, got {type(args).__name__}; "
                          "write e.g. 'args: {max-num-seqs: 8}'")
-    out: dict[str, Any] = {}
+    out: FlagValues = {}
     for key, value in args.items():
         flag = normalize_flag(key)
         out.pop(flag, None)
@@ -204,7 +317,7 @@ def normalize_args(args: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _render_value(flag: str, value: Any) -> str:
+def _render_value(flag: str, value: FlagValue) -> str:
     """One flag value as vLLM's argparse expects it (JSON for structured values)."""
     if isinstance(value, (Mapping, list, tuple)):
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
@@ -216,7 +329,7 @@ def _render_value(flag: str, value: Any) -> str:
                      "boolean, list or mapping")
 
 
-def flag_list(args: Mapping[str, Any] | None) -> list[str]:
+def flag_list(args: Mapping[str, FlagValue] | None) -> list[str]:
     """Flags as argv items: ``true`` → ``--x``, ``false`` → ``--no-x``, ``null`` → left out."""
     argv: list[str] = []
     for flag, value in normalize_args(args).items():
@@ -245,14 +358,14 @@ def port_number(value: Any, name: str = "vllm_server_port", example: int = 8000)
     return port
 
 
-def vllm_argv(variant: Mapping[str, Any], host: str = "127.0.0.1", port: Any = 8000) -> list[str]:
+def vllm_argv(variant: Variant, host: str = "127.0.0.1", port: Any = 8000) -> list[str]:
     """``MODEL --host H --port P`` then the variant's flags, in the variant's ``args`` order."""
     if not isinstance(variant, Mapping) or not variant.get("name") or not variant.get("model"):
         raise InputError("a variant needs 'name' and 'model'; expand variants with sparkbench.matrix")
     return [str(variant["model"]), "--host", str(host), "--port", str(port_number(port))] + flag_list(variant.get("args"))
 
 
-def docker_run_line(container: Mapping[str, Any], secret_env: Sequence[str] = ()) -> str:
+def docker_run_line(container: ContainerArgs, secret_env: Sequence[str] = ()) -> str:
     """The ``docker run`` line equivalent to the container arguments, secrets ``<redacted>``."""
     parts = ["docker", "run", "-d", "--name", str(container["name"])]
     if container.get("restart_policy") not in (None, "", "no"):  # a resident (sparkbench.serve)
@@ -274,7 +387,7 @@ def docker_run_line(container: Mapping[str, Any], secret_env: Sequence[str] = ()
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def docker_exec_line(container: str, argv: Sequence[str], env: Mapping[str, Any] | None = None,
+def docker_exec_line(container: str, argv: Sequence[str], env: EnvValues | None = None,
                      secret_env: Sequence[str] = ()) -> str:
     """The ``docker exec`` line that starts ``vllm serve`` in a running container, secrets ``<redacted>``."""
     parts = ["docker", "exec", "-d"]
@@ -286,7 +399,7 @@ def docker_exec_line(container: str, argv: Sequence[str], env: Mapping[str, Any]
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[str, Any]:
+def launch_spec(variant: Variant, server: ServerSettings) -> LaunchSpec:
     """Everything the container gets for ``variant`` on a host with ``server`` settings.
 
     ``server`` keys (the vllm_server role's settings): ``host``, ``port``, ``container_name``,
@@ -312,7 +425,7 @@ def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[s
     caches = unit_caches(server, server.get("unit_home"))
     sim_unit = sim_unit_path(server.get("sim_unit_dir"), server.get("unit_home"))
     sim_volumes, sim_env = sim_unit_mount(sim_unit)
-    container: dict[str, Any] = {
+    container: ContainerArgs = {
         "name": str(server.get("container_name") or "sparkbench-vllm"),
         "image": str(image),
         "command": argv,
@@ -347,7 +460,7 @@ def launch_spec(variant: Mapping[str, Any], server: Mapping[str, Any]) -> dict[s
             "unresolved": unresolved_message(caches, where) or sim_unit_unresolved(sim_unit, where)}
 
 
-def with_unit_home(spec: Mapping[str, Any], home: Any) -> dict[str, Any]:
+def with_unit_home(spec: LaunchSpec, home: Any) -> LaunchSpec:
     """The launch spec with the unit's ``home`` put into its cache folders and its simulated unit's
     account: the volumes, the ``docker run`` line and ``unresolved`` follow; argv, environment and
     so the configuration hash do not change."""
@@ -368,7 +481,7 @@ def with_unit_home(spec: Mapping[str, Any], home: Any) -> dict[str, Any]:
     return out
 
 
-def config_hash(spec: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> str:
+def config_hash(spec: LaunchSpec, settings: Settings | SettingsInput | None = None) -> str:
     """sha256 (hex) of the canonical JSON of {redacted argv, image, env (secret names only), settings}.
 
     Rotating a token keeps the hash; any other change in flags, image, environment or measurement

@@ -19,16 +19,77 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
 from .errors import InputError
 from .launch import normalize_args
+
+if TYPE_CHECKING:
+    from .launch import EnvValues, FlagValue, FlagValues
+    from .plan_types import ModelProfile
 
 NAME_RE = re.compile(r"^[a-z0-9._-]+$")
 _BUILD_KEYS = {"name", "model", "revision", "image", "image_flavor", "vllm_version", "env", "args", "description"}
 _CONFIG_KEYS = {"name", "image", "image_flavor", "vllm_version", "env", "args", "description"}
 _EXTRA_KEYS = {"name", "build", "config", "model", "revision", "image", "image_flavor", "vllm_version", "env",
                "args", "description", "preflight"}
+
+
+class ConfigEntry(TypedDict, total=False):
+    """One configuration of ``bench_configs`` as the inventory writes it (the keys ``_CONFIG_KEYS``
+    allows; ``_check_entry`` checks it), a layer of ``variant_matrix``."""
+
+    name: str
+    image: str
+    image_flavor: str
+    vllm_version: str
+    env: EnvValues | None
+    args: dict[str, FlagValue] | None
+    description: str
+
+
+class BuildEntry(ConfigEntry, total=False):
+    """One build of ``bench_builds`` as the inventory writes it (``_BUILD_KEYS``): a configuration's
+    keys and the model with its revision."""
+
+    model: str
+    revision: str
+
+
+class ExtraVariantEntry(BuildEntry, total=False):
+    """One variant of ``bench_extra_variants`` (``_EXTRA_KEYS``; also ``noprefix_variants``' and the
+    backend comparison's): a build's keys, the build and configuration it starts from, ``preflight``."""
+
+    build: str
+    config: str
+    preflight: bool
+
+
+class _VariantRequired(TypedDict):
+    name: str
+    build: str
+    config: str
+    model: str
+    revision: str | None
+    image: str
+    vllm_version: str | None
+    env: dict[str, str]
+    args: FlagValues
+    preflight: bool
+    kind: Literal["matrix", "extra"]
+
+
+class Variant(_VariantRequired, total=False):
+    """One expanded variant (``variant_matrix``, the module docstring; ``with_tool_flags`` adds the
+    tool-call flags): ``image_flavor`` / ``description`` where a layer sets one, ``index`` its place
+    in the matrix."""
+
+    image_flavor: str
+    description: str
+    index: int
+
+
+_Entry = TypeVar("_Entry", bound=ConfigEntry)
 
 
 def _err(msg: str) -> InputError:
@@ -49,7 +110,7 @@ def _type_name(value: Any) -> str:
 _JSON_FLAGS = ("speculative-config", "compilation-config", "kv-transfer-config", "hf-overrides")
 
 
-def _check_json_flags(name: str, args: Mapping[str, Any]) -> None:
+def _check_json_flags(name: str, args: Mapping[str, FlagValue]) -> None:
     for flag in _JSON_FLAGS:
         value = args.get(flag)
         if value is None or isinstance(value, Mapping):
@@ -66,7 +127,7 @@ def _check_json_flags(name: str, args: Mapping[str, Any]) -> None:
             raise _err(f"variant '{name}': args.{flag} must be a JSON object, got {_type_name(parsed)}")
 
 
-def _check_entry(kind: str, idx: int, entry: Any, allowed: set[str]) -> Mapping[str, Any]:
+def _check_entry(kind: str, idx: int, entry: Any, allowed: set[str]) -> ConfigEntry:
     where = f"{kind}[{idx}]"
     if not isinstance(entry, Mapping):
         raise _err(f"{where} must be a mapping with at least 'name', got {_type_name(entry)}")
@@ -82,8 +143,8 @@ def _check_entry(kind: str, idx: int, entry: Any, allowed: set[str]) -> Mapping[
     return entry
 
 
-def _merge_args(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _merge_args(*layers: Mapping[str, FlagValue] | None) -> FlagValues:
+    out: FlagValues = {}
     for layer in layers:
         for key, value in normalize_args(layer).items():
             out.pop(key, None)  # a later layer moves the flag to its own position
@@ -91,7 +152,7 @@ def _merge_args(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _merge_env(*layers: Mapping[str, Any] | None) -> dict[str, str]:
+def _merge_env(*layers: EnvValues | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for layer in layers:
         for key, value in (layer or {}).items():
@@ -114,17 +175,16 @@ class _Defaults:
     """What the matrix's variants inherit below their build: the common flags, environment, image
     and vLLM version, and the model profiles (``profiles`` None: not checked)."""
 
-    common_args: Mapping[str, Any] | None
-    env: Mapping[str, Any] | None
+    common_args: Mapping[str, FlagValue] | None
+    env: EnvValues | None
     image: str | None
     vllm_version: str | None
-    profiles: Mapping[str, Mapping[str, Any]] | None
+    profiles: Mapping[str, ModelProfile] | None
 
 
-def _named(kind: str, entries: Sequence[Mapping[str, Any]], allowed: set[str],
-           what: str) -> dict[str, Mapping[str, Any]]:
+def _named(kind: str, entries: Sequence[_Entry], allowed: set[str], what: str) -> dict[str, _Entry]:
     """The checked entries of ``bench_builds`` / ``bench_configs`` by name (names unique; a build has a model)."""
-    by_name: dict[str, Mapping[str, Any]] = {}
+    by_name: dict[str, _Entry] = {}
     for i, entry in enumerate(entries):
         _check_entry(kind, i, entry, allowed)
         if kind == "builds" and not entry.get("model"):
@@ -135,8 +195,8 @@ def _named(kind: str, entries: Sequence[Mapping[str, Any]], allowed: set[str],
     return by_name
 
 
-def _expand(build: Mapping[str, Any], config: Mapping[str, Any], extra: Mapping[str, Any] | None,
-            name: str, kind: str, defaults: _Defaults) -> dict[str, Any]:
+def _expand(build: BuildEntry, config: ConfigEntry, extra: ExtraVariantEntry | None,
+            name: str, kind: Literal["matrix", "extra"], defaults: _Defaults) -> Variant:
     """One variant: ``defaults`` → build → configuration → extra variant, the later level winning."""
     extra = extra or {}
     model = _first(extra.get("model"), build["model"])
@@ -149,7 +209,7 @@ def _expand(build: Mapping[str, Any], config: Mapping[str, Any], extra: Mapping[
     variant_image = _first(extra.get("image"), config.get("image"), build.get("image"), defaults.image)
     if not variant_image:
         raise _err(f"variant '{name}' has no image; set bench_image or the build's image")
-    out = {
+    out: Variant = {
         "name": name,
         "build": build["name"],
         "config": config["name"],
@@ -173,8 +233,8 @@ def _expand(build: Mapping[str, Any], config: Mapping[str, Any], extra: Mapping[
     return out
 
 
-def _extras(extra_variants: Sequence[Mapping[str, Any]] | None, build_map: Mapping[str, Mapping[str, Any]],
-            config_map: Mapping[str, Mapping[str, Any]], defaults: _Defaults) -> list[dict[str, Any]]:
+def _extras(extra_variants: Sequence[ExtraVariantEntry] | None, build_map: Mapping[str, BuildEntry],
+            config_map: Mapping[str, ConfigEntry], defaults: _Defaults) -> list[Variant]:
     """The extra variants, each on a listed build and configuration (default: the first one)."""
     variants = []
     for i, extra in enumerate(extra_variants or []):
@@ -191,7 +251,7 @@ def _extras(extra_variants: Sequence[Mapping[str, Any]] | None, build_map: Mappi
     return variants
 
 
-def _selected(variants: list[dict[str, Any]], select: Sequence[str] | str | None) -> list[dict[str, Any]]:
+def _selected(variants: list[Variant], select: Sequence[str] | str | None) -> list[Variant]:
     """The variants named in ``select`` (a list, or names separated by commas or spaces; all when empty)."""
     if not select:
         return variants
@@ -206,11 +266,12 @@ def _selected(variants: list[dict[str, Any]], select: Sequence[str] | str | None
     return [v for v in variants if v["name"] in wanted]
 
 
-def variant_matrix(builds: Sequence[Mapping[str, Any]], configs: Sequence[Mapping[str, Any]] | None = None,
-                   common_args: Mapping[str, Any] | None = None, extra_variants: Sequence[Mapping[str, Any]] | None = None,
-                   select: Sequence[str] | None = None, image: str | None = None,
-                   env: Mapping[str, Any] | None = None, vllm_version: str | None = None,
-                   profiles: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+def variant_matrix(builds: Sequence[BuildEntry], configs: Sequence[ConfigEntry] | None = None,
+                   common_args: Mapping[str, FlagValue] | None = None,
+                   extra_variants: Sequence[ExtraVariantEntry] | None = None,
+                   select: Sequence[str] | str | None = None, image: str | None = None,
+                   env: EnvValues | None = None, vllm_version: str | None = None,
+                   profiles: Mapping[str, ModelProfile] | None = None) -> list[Variant]:
     """Expand builds × configs, append extra variants, keep ``select`` (all when empty).
 
     ``profiles`` (model id → model profile) fills ``revision`` from the profile when the build
@@ -240,8 +301,8 @@ NOPREFIX_SUFFIX = "-noprefix"
 NOPREFIX_ARGS = {"enable-prefix-caching": False}
 
 
-def noprefix_variants(builds: Sequence[Mapping[str, Any]], configs: Sequence[Mapping[str, Any]] | None,
-                      extra_variants: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+def noprefix_variants(builds: Sequence[BuildEntry], configs: Sequence[ConfigEntry] | None,
+                      extra_variants: Sequence[ExtraVariantEntry] | None = None) -> list[ExtraVariantEntry]:
     """The prefix-caching pair of ``bench_workloads: serving``: per build, an extra variant
     ``<build>-<first config>-noprefix``, the same as ``<build>-<first config>`` but with
     ``--no-enable-prefix-caching`` (``bench_common_args`` turns caching on for every variant), so
@@ -250,7 +311,7 @@ def noprefix_variants(builds: Sequence[Mapping[str, Any]], configs: Sequence[Map
     first = (configs or [{"name": "default"}])[0]
     cname = str(first.get("name", "default")) if isinstance(first, Mapping) else "default"
     taken = {str(e.get("name")) for e in (extra_variants or []) if isinstance(e, Mapping)}
-    out = []
+    out: list[ExtraVariantEntry] = []
     for build in builds or []:
         if not isinstance(build, Mapping) or not build.get("name"):
             continue
@@ -261,7 +322,7 @@ def noprefix_variants(builds: Sequence[Mapping[str, Any]], configs: Sequence[Map
     return out
 
 
-def with_tool_flags(variant: Mapping[str, Any], model_profile: Mapping[str, Any] | None) -> dict[str, Any]:
+def with_tool_flags(variant: Variant, model_profile: ModelProfile | None) -> Variant:
     """The variant with the server flags the tool-call check needs:
     ``--enable-auto-tool-choice --tool-call-parser <the model profile's tool_call_parser>``
     (vLLM's parser for the model's native call format; ``../shared/reference/serving-workloads.md``

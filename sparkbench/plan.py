@@ -51,7 +51,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import cluster as cluster_mod
 from . import flags as flags_mod
@@ -73,11 +73,21 @@ from .paths import DEFAULT_RESULTS_DIR, PROFILES_DIR, hardware_profile_path, mod
 from .serve import record as record_mod
 from .unit_home import sim_unit_block, unit_block
 
+if TYPE_CHECKING:  # the plan's own shapes: sparkbench/plan_types.py (pt.PlanEntry, pt.HostPlan, ...)
+    from . import plan_types as pt
+    from .cluster.shapes import ClusterSpec, HostVars, ServeSpec
+    from .launch import ServerSettings
+    from .matrix import Variant
+    from .measure.shapes import JSONObject
+    from .memory.engine import MemoryRow
+    from .preflight import KnownIssues, Preflight
+    from .settings import Settings, SettingsInput
+
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 #: The host variables a plan reads, with their defaults (roles/*/defaults/main.yml hold the same
 #: defaults for standalone role use; tests/test_result_documents.py keeps the two equal).
-VARIABLES: dict[str, Any] = {
+VARIABLES: pt.HostVariables = {
     "bench_builds": None,
     "bench_configs": [{"name": "default"}],
     "bench_common_args": {},
@@ -126,7 +136,7 @@ VARIABLES: dict[str, Any] = {
 SIMULATED_DOWNLOAD_GB = 0.01
 
 
-def _simulated(variables: Mapping[str, Any]) -> bool:
+def _simulated(variables: HostVars) -> bool:
     """A simulated host: ``sparkbench_simulated`` when set, else ``sparkbench_gpu_less`` (as the
     result documents decide, sparkbench.result.host_facts)."""
     sim = variables.get("sparkbench_simulated")
@@ -140,7 +150,7 @@ def as_bool(value: Any) -> bool:
     return bool(value)
 
 
-def _load_json(path: Path, what: str) -> dict[str, Any]:
+def _load_json(path: Path, what: str) -> JSONObject:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
@@ -150,7 +160,8 @@ def _load_json(path: Path, what: str) -> dict[str, Any]:
     return doc
 
 
-def load_profiles(models: list[str], hardware: str, profiles_dir: str | Path) -> tuple[dict, dict]:
+def load_profiles(models: list[str], hardware: str,
+                  profiles_dir: str | Path) -> tuple[pt.HardwareProfile, dict[str, pt.ModelProfile]]:
     """The hardware profile and one model profile per model; a missing file names the path and the fix."""
     missing = [str(p) for p in [model_profile_path(m, profiles_dir) for m in models] if not p.is_file()]
     hw_path = hardware_profile_path(hardware, profiles_dir)
@@ -163,7 +174,7 @@ def load_profiles(models: list[str], hardware: str, profiles_dir: str | Path) ->
             {m: _load_json(model_profile_path(m, profiles_dir), "model") for m in models})
 
 
-def server_settings(v: Mapping[str, Any], host: str) -> dict[str, Any]:
+def server_settings(v: pt.HostVariables, host: str) -> ServerSettings:
     """The launch settings of this host (sparkbench.launch's ``server`` argument)."""
     secret_env = []
     if str(v["spark_host_hf_token"] or v["sparkbench_hf_token"] or ""):
@@ -178,13 +189,13 @@ def server_settings(v: Mapping[str, Any], host: str) -> dict[str, Any]:
             "secret_env": secret_env, "ready_timeout_s": v["vllm_server_ready_timeout_s"]}
 
 
-def measure_command(v: Mapping[str, Any], remote_dir: str) -> list[str]:
+def measure_command(v: pt.HostVariables, remote_dir: str) -> list[str]:
     """How measure starts on the host: its python3, isolated (``-I``), running the zipapp llm_bench
     copied into the host's work directory (docs/ARCHITECTURE.md, "measure on a unit")."""
     return [str(v["llm_bench_python"]), "-I", measure_bundle.on_unit(remote_dir)]
 
 
-def gpu_probe(v: Mapping[str, Any]) -> str:
+def gpu_probe(v: pt.HostVariables) -> str:
     """How the host's GPU is read: ``spark_host_gpu_probe`` (empty: ``image`` when
     ``sparkbench_gpu_less``, else ``host``, as roles/spark_host's default); bad input raises."""
     probe = str(v.get("spark_host_gpu_probe") or "").strip() or ("image" if as_bool(v["sparkbench_gpu_less"]) else "host")
@@ -194,7 +205,7 @@ def gpu_probe(v: Mapping[str, Any]) -> str:
     return probe
 
 
-def probe_commands(v: Mapping[str, Any], container: str) -> dict[str, str | None]:
+def probe_commands(v: pt.HostVariables, container: str) -> pt.ProbeCommands:
     """measure.py's ``--nvidia-smi`` and ``--kernel-log`` for this host, from ``spark_host_gpu_probe``
     (empty: ``image`` when ``sparkbench_gpu_less``, else ``host``, as roles/spark_host's default):
     ``host`` (a real Spark) → None, None (measure.py's defaults: ``nvidia-smi`` and ``dmesg`` on the
@@ -210,7 +221,7 @@ def probe_commands(v: Mapping[str, Any], container: str) -> dict[str, str | None
     return {"nvidia_smi": None, "kernel_log": None}
 
 
-def _summary(entry: Mapping[str, Any], check_mode: bool) -> list[str]:
+def _summary(entry: pt.PlanEntry, check_mode: bool) -> list[str]:
     pf = entry["preflight"]
     lines = [f"command: {entry['launch']['command']}"]
     verdict = f"preflight: {pf['verdict']}"
@@ -229,7 +240,7 @@ def _summary(entry: Mapping[str, Any], check_mode: bool) -> list[str]:
     return lines
 
 
-def _cluster_needed(entry_pf: Mapping[str, Any], tp: int, pp: int, gpus: int) -> dict[str, Any]:
+def _cluster_needed(entry_pf: Preflight, tp: int, pp: int, gpus: int) -> Preflight:
     """Preflight's refusal of a cluster variant on a host that declares no cluster."""
     fail = {"id": "cluster_needed",
             "reason": (f"tensor-parallel-size {tp} x pipeline-parallel-size {pp} needs {tp * pp} GPUs; this host has "
@@ -240,7 +251,7 @@ def _cluster_needed(entry_pf: Mapping[str, Any], tp: int, pp: int, gpus: int) ->
     return {**entry_pf, "verdict": "fail", "failures": list(entry_pf.get("failures") or []) + [fail]}
 
 
-def _host_variables(variables: Mapping[str, Any]) -> dict[str, Any]:
+def _host_variables(variables: HostVars) -> pt.HostVariables:
     """Every variable of ``VARIABLES`` (its default where unset or null), the ones a plan cannot
     start without checked."""
     v = {name: variables.get(name, default) if variables.get(name) is not None else default
@@ -258,7 +269,8 @@ def _host_variables(variables: Mapping[str, Any]) -> dict[str, Any]:
     return v
 
 
-def _variants(v: Mapping[str, Any], variables: Mapping[str, Any]) -> tuple[dict, dict, dict, list[dict[str, Any]]]:
+def _variants(v: pt.HostVariables, variables: HostVars
+              ) -> tuple[pt.HardwareProfile, dict[str, pt.ModelProfile], Settings, list[Variant]]:
     """``(hardware profile, model profiles, measurement settings, variants)`` of the host: the
     matrix expanded with its extra variants (the backend comparison's, the serving workload's
     prefix-caching pair) and the tool-call flags when the tool check runs."""
@@ -283,8 +295,8 @@ def _variants(v: Mapping[str, Any], variables: Mapping[str, Any]) -> tuple[dict,
     return hardware, model_profiles, settings, variants
 
 
-def _cluster_of(v: Mapping[str, Any], host: str, members: list[tuple[str, Mapping[str, Any]]] | None,
-                gpus: int) -> tuple[dict[str, Any] | None, str | None]:
+def _cluster_of(v: pt.HostVariables, host: str, members: list[tuple[str, HostVars]] | None,
+                gpus: int) -> tuple[ClusterSpec | None, Literal["head", "worker"] | None]:
     """``(the cluster's spec, this host's role: head | worker)``; ``(None, None)`` without ``bench_cluster``."""
     if not str(v["bench_cluster"] or ""):
         return None, None
@@ -300,19 +312,19 @@ def _cluster_of(v: Mapping[str, Any], host: str, members: list[tuple[str, Mappin
 class _HostPlan:
     """What every variant of one host's plan shares."""
 
-    v: Mapping[str, Any]
+    v: pt.HostVariables
     host: str
-    hardware: Mapping[str, Any]
-    settings: Mapping[str, Any]
-    server: Mapping[str, Any]
-    known: Mapping[str, Any]
+    hardware: pt.HardwareProfile
+    settings: Settings
+    server: ServerSettings
+    known: KnownIssues
     remote_dir: str
-    probes: Mapping[str, str | None]
+    probes: pt.ProbeCommands
     gpus: int
 
 
-def _preflight(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Mapping[str, Any],
-               cluster_needed: tuple[int, int] | None) -> dict[str, Any]:
+def _preflight(hp: _HostPlan, variant: Variant, model_profile: pt.ModelProfile,
+               cluster_needed: tuple[int, int] | None) -> Preflight:
     """The variant's preflight verdict: known issues, the flags against the image's vLLM version,
     and ``cluster_needed`` (``(tp, pp)``) for a cluster variant on a host that declares no cluster."""
     pf = (preflight_mod.vllm_preflight(variant, hp.known, model_profile, hp.hardware, settings=hp.settings)
@@ -327,8 +339,8 @@ def _preflight(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Mapping
     return pf
 
 
-def _variant_entry(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Mapping[str, Any],
-                   serve: Mapping[str, Any] | None, cluster_needed: tuple[int, int] | None) -> dict[str, Any]:
+def _variant_entry(hp: _HostPlan, variant: Variant, model_profile: pt.ModelProfile,
+                   serve: ServeSpec | None, cluster_needed: tuple[int, int] | None) -> pt.PlanEntry:
     """One variant's plan entry, without its summary. ``serve``: the cluster's ``serve`` block when
     the variant runs across the cluster this host heads."""
     if serve is not None:
@@ -361,8 +373,8 @@ def _variant_entry(hp: _HostPlan, variant: Mapping[str, Any], model_profile: Map
     }
 
 
-def _with_memory(entry: Mapping[str, Any], mem: Mapping[str, Any], residents: list[dict[str, Any]],
-                 where: str) -> dict[str, Any]:
+def _with_memory(entry: pt.PlanEntry, mem: pt.PlanMemory, residents: list[MemoryRow],
+                 where: str) -> pt.PlanEntry:
     """The entry with its unit's memory plan (``memory``: the residents, the tenants and this
     variant's engine, ``sparkbench.memory``) and the plan's problems in its preflight verdict (a
     plan that cannot fit fails preflight, so the variant never starts); earlier memory failures
@@ -380,14 +392,14 @@ def _with_memory(entry: Mapping[str, Any], mem: Mapping[str, Any], residents: li
     return {**entry, "memory": plan, "preflight": pf}
 
 
-def _memory_residents(plan: Mapping[str, Any], listing: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], str]:
+def _memory_residents(plan: pt.HostPlan, listing: list[record_mod.Resident] | None) -> tuple[list[MemoryRow], str]:
     """The unit's residents as plan rows: its ``listing`` when read, else the controller's records."""
     mem = plan["memory"]
     found, where = memory_mod.present(mem["results_dir"], plan["host"], listing)
     return memory_mod.rows(found, plan["hardware"], mem["profiles_dir"], mem["total_gb"]), where
 
 
-def _interference_residents(plan: Mapping[str, Any], listing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _interference_residents(plan: pt.HostPlan, listing: list[record_mod.Resident]) -> list[pt.CoResident]:
     """The unit's running residents with what a background load needs: the address they listen on
     and the model they serve (from the result each was deployed from)."""
     found, _ = memory_mod.present(plan["memory"]["results_dir"], plan["host"], listing)
@@ -396,7 +408,7 @@ def _interference_residents(plan: Mapping[str, Any], listing: list[dict[str, Any
             for f in found]
 
 
-def with_residents(plan: Mapping[str, Any], containers: list[Mapping[str, Any]] | None) -> dict[str, Any]:
+def with_residents(plan: pt.HostPlan, containers: list[Mapping[str, Any]] | None) -> pt.HostPlan:
     """The plan with every entry's memory plan checked again against the residents the unit
     lists (``containers``: community.docker.docker_host_info's verbose list, label
     ``sparkbench.resident``), its summary lines rebuilt; with ``bench_interference`` on, each
@@ -408,7 +420,7 @@ def with_residents(plan: Mapping[str, Any], containers: list[Mapping[str, Any]] 
     residents, where = _memory_residents(plan, listing)
     coresident = _interference_residents(plan, listing) if plan.get("interference") else []
 
-    def again(entry: Mapping[str, Any]) -> dict[str, Any]:
+    def again(entry: pt.PlanEntry) -> pt.PlanEntry:
         new = _with_memory(entry, plan["memory"], residents, where)
         new["interference"] = interference_mod.entry_block(new, coresident, plan.get("interference"), plan["remote_dir"])
         head = list(itertools.takewhile(lambda line: not line.startswith("command: "), entry.get("summary") or []))
@@ -424,8 +436,8 @@ def with_residents(plan: Mapping[str, Any], containers: list[Mapping[str, Any]] 
     return out
 
 
-def _provisioning(host: str, spec: Mapping[str, Any] | None, provisioned_entries: list[Mapping[str, Any]],
-                  model_profiles: Mapping[str, Mapping[str, Any]], simulated: bool) -> dict[str, Any]:
+def _provisioning(host: str, spec: ClusterSpec | None, provisioned_entries: list[pt.VariantNeed],
+                  model_profiles: Mapping[str, pt.ModelProfile], simulated: bool) -> pt.Provisioning:
     """The images and models the host provisions (its variants', its cluster variants', the ones
     it serves as a cluster worker) and the disk check's sizes."""
     return {
@@ -443,8 +455,8 @@ def _provisioning(host: str, spec: Mapping[str, Any] | None, provisioned_entries
     }
 
 
-def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
-              members: list[tuple[str, Mapping[str, Any]]] | None = None, residents: bool = True) -> dict[str, Any]:
+def plan_host(variables: HostVars, host: str, check_mode: bool = False,
+              members: list[tuple[str, HostVars]] | None = None, residents: bool = True) -> pt.HostPlan:
     """The host's plan (see the module docstring). ``members``: when the host is in a cluster
     (``bench_cluster``), every member's ``(host, variables)`` in inventory order (the action plugin
     reads them from hostvars). ``residents``: count the unit's residents in its memory plan (from
@@ -466,7 +478,7 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
                              else ([], "none counted (health.yml measures a resident instead of a canary)"))
     entries = []
     cluster_entries = []
-    worker_needs: list[dict[str, Any]] = []
+    worker_needs: list[pt.VariantNeed] = []
     for variant in variants:
         tp, pp = cluster_mod.world_size(variant.get("args"))
         on_cluster = cluster_mod.is_cluster_variant(variant.get("args"), gpus)
@@ -513,18 +525,18 @@ def plan_host(variables: Mapping[str, Any], host: str, check_mode: bool = False,
 
 BRACKET_SUFFIX = ".bracket"
 #: What a bracket run measures: single stream only (the rest of the settings as the reference's).
-BRACKET_SETTINGS = {"concurrency": [], "context": [0], "quality": False, "image": False, "rates": [],
-                    "rate_search": None, "prefix_tokens": 0, "turns": 0, "tools": False}
+BRACKET_SETTINGS: SettingsInput = {"concurrency": [], "context": [0], "quality": False, "image": False, "rates": [],
+                                   "rate_search": None, "prefix_tokens": 0, "turns": 0, "tools": False}
 
 
-def reference_entry(entries: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def reference_entry(entries: list[pt.PlanEntry]) -> pt.PlanEntry | None:
     """The host's reference variant: the first entry to be measured (action ``measure``) that
     preflight does not refuse; None when there is none."""
     return next((e for e in entries if e["action"] == "measure" and e["preflight"].get("verdict") != "fail"), None)
 
 
-def bracket_entry(entries: list[Mapping[str, Any]], v: Mapping[str, Any], host: str, remote_dir: str,
-                  check_mode: bool = False) -> dict[str, Any] | None:
+def bracket_entry(entries: list[pt.PlanEntry], v: pt.HostVariables, host: str, remote_dir: str,
+                  check_mode: bool = False) -> pt.PlanEntry | None:
     """The bracket plan entry (see the module docstring), or None without a reference."""
     ref = reference_entry(entries)
     if ref is None:
@@ -543,7 +555,7 @@ def bracket_entry(entries: list[Mapping[str, Any]], v: Mapping[str, Any], host: 
     return entry
 
 
-def provisioned(plan: Mapping[str, Any], download_failures: Mapping[str, str] | None) -> dict[str, Any]:
+def provisioned(plan: pt.HostPlan, download_failures: Mapping[str, str] | None) -> pt.HostPlan:
     """The plan with each failed model download added to its variants' preflight verdicts
     (matched against known_issues.yml for the reason and the remedy)."""
     if not download_failures:
@@ -551,7 +563,7 @@ def provisioned(plan: Mapping[str, Any], download_failures: Mapping[str, str] | 
     known = preflight_mod.load_known_issues()
     out = dict(plan)
 
-    def with_download(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    def with_download(entry: pt.PlanEntry) -> pt.PlanEntry:
         error = (download_failures or {}).get(entry["variant"]["model"])
         if not error:
             return entry
@@ -572,7 +584,7 @@ def provisioned(plan: Mapping[str, Any], download_failures: Mapping[str, str] | 
     return out
 
 
-def ensure_host_dir(plan: Mapping[str, Any]) -> None:
+def ensure_host_dir(plan: pt.HostPlan) -> None:
     """Check that ``<results>/<run>/`` can be written on the controller (an unwritable place is an
     input error). The host's own directory appears with its first result."""
     where = Path(plan["host_dir"]).parent

@@ -23,15 +23,105 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from .errors import InputError
 from .paths import KNOWN_ISSUES_PATH
+
+if TYPE_CHECKING:
+    from .launch import FlagValue, Scalar
+    from .matrix import Variant
+    from .plan_types import HardwareProfile, ModelProfile
+    from .settings import Settings
 
 _MISSING = object()
 _REF_RE = re.compile(r"^(flag|model|hardware|image|variant|tables|match|settings)\.")
 _PLACEHOLDER_RE = re.compile(r"\{((?:flag|model|hardware|image|variant|match|tables|settings)\.[A-Za-z0-9_.\-\[\]]+)\}")
 _TABLE_RE = re.compile(r"^tables\.([A-Za-z0-9_]+)\[(.+)\]$")
+
+
+class ImageFlavor(TypedDict):
+    """One entry of known_issues.yml's ``image_flavors``: an image name pattern and its flavour."""
+
+    pattern: str
+    flavor: str
+
+
+class KnownIssue(TypedDict, total=False):
+    """One entry of known_issues.yml's ``issues`` (the module docstring): its preflight conditions
+    (``[left, op, right]``) and / or log signature, reason and remedy; ``cluster_check`` /
+    ``check_reason`` for the cluster check (``sparkbench.cluster``)."""
+
+    id: str
+    title: str
+    versions: str
+    preflight: list[list[Scalar]]
+    refuses: str
+    signature: str
+    reason: str
+    remedy: str
+    cluster_check: bool
+    check_reason: str
+
+
+class KnownIssues(TypedDict, total=False):
+    """roles/vllm_server/files/known_issues.yml as ``load_known_issues`` reads it: what vLLM does when
+    a flag is not given, the image flavours, the lookup tables of the conditions, the issues."""
+
+    flag_defaults: dict[str, FlagValue]
+    image_flavors: list[ImageFlavor]
+    tables: dict[str, dict[str, Scalar]]
+    issues: list[KnownIssue]
+
+
+class PreflightFailure(TypedDict):
+    """Why preflight fails a variant: a known issue (``vllm_preflight``), a wrong flag
+    (``sparkbench.flags``), the plan's own (a cluster needed, the memory plan, a failed download)."""
+
+    id: str
+    reason: str
+    remedy: str
+
+
+class PreflightRefusal(PreflightFailure):
+    """A measure.py phase preflight refuses (``refuses: <phase>``); the variant still runs."""
+
+    phase: str
+
+
+class _PreflightRequired(TypedDict):
+    verdict: Literal["pass", "fail", "skipped"]
+    failures: list[PreflightFailure]
+    checked: list[str]
+
+
+class Preflight(_PreflightRequired, total=False):
+    """A variant's preflight verdict (``vllm_preflight``; the plan adds its own checks and a skipped
+    one, ``{verdict: skipped, failures: [], checked: []}``, when preflight is off)."""
+
+    variant: str
+    vllm_version: str | None
+    refused: list[PreflightRefusal]
+
+
+class LogMatch(TypedDict):
+    """The known issue whose signature matched a log (``vllm_log_match``) and the matched line."""
+
+    id: str
+    reason: str
+    remedy: str
+    line: str
+
+
+class LaunchFailure(TypedDict):
+    """Why a launch failed (``explain_launch``): the known issue (None when none matched), reason,
+    remedy, the log line that explains it and an excerpt of the log around it."""
+
+    issue: str | None
+    reason: str
+    remedy: str
+    line: str | None
+    log_excerpt: str
 
 
 def parse_version(text: Any) -> tuple[int, ...] | None:
@@ -67,7 +157,7 @@ def version_in_range(version: Any, spec: Any) -> bool | None:
     return True
 
 
-def image_flavor(image: str, flavors: Sequence[Mapping[str, Any]] | None, override: str | None = None) -> str:
+def image_flavor(image: str, flavors: Sequence[ImageFlavor] | None, override: str | None = None) -> str:
     """``official`` / ``ngc`` / ``community`` from the image name (first matching pattern)."""
     if override:
         return str(override)
@@ -89,9 +179,9 @@ def version_from_image(image: str) -> str | None:
 class _Context:
     """Resolves references for one variant."""
 
-    def __init__(self, variant: Mapping[str, Any], issues: Mapping[str, Any], model: Mapping[str, Any] | None,
-                 hardware: Mapping[str, Any] | None, match: Mapping[str, Any] | None = None,
-                 settings: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, variant: Variant, issues: KnownIssues, model: ModelProfile | None,
+                 hardware: HardwareProfile | None, match: Mapping[str, str | None] | None = None,
+                 settings: Settings | None = None) -> None:
         self.variant = variant or {}
         self.settings = settings or {}
         self.model = model or {}
@@ -174,16 +264,16 @@ def _condition_met(ctx: _Context, cond: Any, issue_id: str) -> bool:
     raise InputError(f"vllm_preflight: issue '{issue_id}' uses operator {op!r}; use one of == != > >= < <= in not_in set unset")
 
 
-def _issues_list(issues: Any, filter_name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
+def _issues_list(issues: Any, filter_name: str) -> tuple[KnownIssues, list[KnownIssue]]:
     if not isinstance(issues, Mapping) or not isinstance(issues.get("issues"), list):
         raise InputError(f"{filter_name}: the known-issues data must be a mapping with an 'issues' list "
                                  "(roles/vllm_server/files/known_issues.yml)")
     return issues, issues["issues"]
 
 
-def vllm_preflight(variant: Mapping[str, Any], issues: Mapping[str, Any], model_profile: Mapping[str, Any] | None = None,
-                   hardware_profile: Mapping[str, Any] | None = None, vllm_version: str | None = None,
-                   settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def vllm_preflight(variant: Variant, issues: KnownIssues, model_profile: ModelProfile | None = None,
+                   hardware_profile: HardwareProfile | None = None, vllm_version: str | None = None,
+                   settings: Settings | None = None) -> Preflight:
     """Check a variant against every issue with ``preflight`` conditions.
 
     ``settings``: the host's measurement settings (``sparkbench.settings.normalize``), for the
@@ -201,8 +291,8 @@ def vllm_preflight(variant: Mapping[str, Any], issues: Mapping[str, Any], model_
     if not isinstance(variant, Mapping) or not variant.get("name"):
         raise InputError("vllm_preflight: input must be an expanded variant (from variant_matrix)")
     version = vllm_version or variant.get("vllm_version") or version_from_image(variant.get("image", ""))
-    result: dict[str, Any] = {"variant": variant["name"], "vllm_version": version, "failures": [], "checked": [],
-                              "refused": []}
+    result: Preflight = {"variant": variant["name"], "vllm_version": version, "failures": [], "checked": [],
+                         "refused": []}
     if variant.get("preflight") is False:
         result["verdict"] = "skipped"
         return result
@@ -225,7 +315,7 @@ def vllm_preflight(variant: Mapping[str, Any], issues: Mapping[str, Any], model_
     return result
 
 
-def vllm_log_match(log_text: Any, issues: Mapping[str, Any]) -> dict[str, Any] | None:
+def vllm_log_match(log_text: Any, issues: KnownIssues) -> LogMatch | None:
     """First issue whose ``signature`` matches the log (``None`` when none does).
 
     Signatures are matched whatever the version: when vLLM printed the text, that is the cause.
@@ -252,10 +342,10 @@ def vllm_log_match(log_text: Any, issues: Mapping[str, Any]) -> dict[str, Any] |
 
 
 
-_KNOWN_ISSUES_CACHE: dict[str, tuple[float, dict[str, Any]]] = {}
+_KNOWN_ISSUES_CACHE: dict[str, tuple[float, KnownIssues]] = {}
 
 
-def load_known_issues(path: str | None = None) -> dict[str, Any]:
+def load_known_issues(path: str | None = None) -> KnownIssues:
     """``roles/vllm_server/files/known_issues.yml`` parsed (once per change of the file)."""
     import os
 
@@ -311,7 +401,7 @@ def log_text_of(log: Any) -> str:
 
 
 def explain_launch(log_text: Any, start_error: Any = "", launch_message: Any = "",
-                   issues: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   issues: KnownIssues | None = None) -> LaunchFailure:
     """Why a launch failed (or, after a failed measurement, why the server stopped serving):
     ``{issue, reason, remedy, line, log_excerpt}`` (``line``: the log line that explains it).
 

@@ -10,8 +10,11 @@ api key, or any word is ``secret``: ``HF_TOKEN``, ``VLLM_API_KEY``, ``vault_hf_t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .launch import EnvValues
 
 REDACTED = "<redacted>"
 SECRET_NAME_RE = re.compile(r"(?i)((^|_)(token|password|passwd|credentials?|api_?key)$|(^|_)secret(_|$))")
@@ -24,12 +27,12 @@ def is_secret_name(name: Any) -> bool:
     return bool(SECRET_NAME_RE.search(str(name)))
 
 
-def public_env(env: Mapping[str, Any] | None) -> dict[str, str]:
+def public_env(env: EnvValues | None) -> dict[str, str]:
     """The environment without its secret entries (what a result file may carry)."""
     return {str(k): str(v) for k, v in (env or {}).items() if not is_secret_name(k)}
 
 
-def redacted_env(env: Mapping[str, Any] | None) -> dict[str, str]:
+def redacted_env(env: EnvValues | None) -> dict[str, str]:
     """The environment with secret values replaced by ``<redacted>`` (names kept)."""
     return {str(k): (REDACTED if is_secret_name(k) else str(v)) for k, v in (env or {}).items()}
 

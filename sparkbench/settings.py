@@ -27,10 +27,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from .measure import options as _options
 from .measure.options import BY_KEY, SETTINGS, BadValue, parse_value, setting_error
+
+if TYPE_CHECKING:
+    from .cluster.shapes import HostVars
+    from .plan_types import HardwareProfile, ModelProfile
 
 _PROFILE_NUMBERS = ("download_size_gb", "total_params_b", "active_params_b", "weight_bits", "max_model_len")
 _PROFILE_BOOLS = ("gated", "hybrid")
@@ -40,8 +44,89 @@ TOOL_CHOICES = BY_KEY["tool_choice"].choices
 #: ``llm_bench_search_by`` values (measure ``--search-by``).
 SEARCH_BY = BY_KEY["search_by"].choices
 
+
+class Settings(TypedDict):
+    """The measurement settings, checked and typed (``normalize``; one key per row of measure's option
+    table with ``setting``, in its order): passed whole into the configuration hash, the manifest and
+    measure's command line (``measure_argv``). Rates are numbers, ``"inf"`` for an infinite one."""
+
+    output_tokens: int
+    runs: int
+    warmup: int
+    concurrency: list[int]
+    context: list[int]
+    quality: bool
+    quality_max_tokens: int
+    image: bool
+    telemetry: Literal["auto", "off"]
+    request_timeout_s: float
+    stall_timeout_s: float
+    target_precision_pct: float | None
+    max_runs: int | None
+    rates: list[float | str]
+    rate_duration_s: float
+    rate_requests: int | None
+    burstiness: float
+    rate_seed: int
+    rate_max_concurrency: int | None
+    slo: dict[str, float]
+    rate_search: float | None
+    search_by: Literal["rate", "concurrency"]
+    prefix_tokens: int
+    prefix_requests: int
+    prefix_suffix_tokens: int
+    prefix_output_tokens: int
+    turns: int
+    conversations: int
+    turn_tokens: int
+    turn_output_tokens: int
+    tools: bool
+    tool_choice: Literal["auto", "required", "named"]
+    tools_max_tokens: int
+
+
+class SettingsInput(TypedDict, total=False):
+    """The measurement settings as the inventory writes them, before ``settings_errors`` and
+    ``normalize`` (``from_vars``: ``llm_bench_<key>``, ``DEFAULTS``; a plan's overrides such as
+    ``BRACKET_SETTINGS``): each value typed, or as text (``-e llm_bench_runs=8``, ``rates: "1,2"``)."""
+
+    output_tokens: int | str
+    runs: int | str
+    warmup: int | str
+    concurrency: list[int] | str
+    context: list[int] | str
+    quality: bool | str
+    quality_max_tokens: int | str
+    image: bool | str
+    telemetry: str
+    request_timeout_s: float | str
+    stall_timeout_s: float | str
+    target_precision_pct: float | str | None
+    max_runs: int | str | None
+    rates: list[float | str] | str
+    rate_duration_s: float | str
+    rate_requests: int | str | None
+    burstiness: float | str
+    rate_seed: int | str
+    rate_max_concurrency: int | str | None
+    slo: dict[str, float] | str
+    rate_search: float | str | None
+    search_by: str
+    prefix_tokens: int | str
+    prefix_requests: int | str
+    prefix_suffix_tokens: int | str
+    prefix_output_tokens: int | str
+    turns: int | str
+    conversations: int | str
+    turn_tokens: int | str
+    turn_output_tokens: int | str
+    tools: bool | str
+    tool_choice: str
+    tools_max_tokens: int | str
+
+
 #: Every measurement setting and its default, from measure's option table.
-DEFAULTS: dict[str, Any] = {o.key: o.inventory_default for o in SETTINGS}
+DEFAULTS: SettingsInput = {o.key: o.inventory_default for o in SETTINGS}
 
 #: The arrival rates of ``bench_workloads: serving`` when ``llm_bench_rates`` is empty
 #: [requests/s]: from a light load to beyond what one Spark serves with 256-token answers.
@@ -49,7 +134,7 @@ SERVING_RATES = [0.25, 0.5, 1.0, 2.0]
 #: What ``bench_workloads: serving`` turns on, each only where the setting is at its default:
 #: the arrival rates, an 8192-token shared prefix (a system prompt or a document, the
 #: prefix-cache phase), four-turn conversations (the multi-turn phase) and the tool-call check.
-SERVING: dict[str, Any] = {"rates": SERVING_RATES, "prefix_tokens": 8192, "turns": 4, "tools": True}
+SERVING: SettingsInput = {"rates": SERVING_RATES, "prefix_tokens": 8192, "turns": 4, "tools": True}
 #: The workloads ``bench_workloads`` may name (a string or a list).
 WORKLOADS = ("standard", "serving")
 
@@ -59,8 +144,8 @@ def _typed(key: str, value: Any) -> Any:
     return parse_value(BY_KEY[key], value)
 
 
-def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, Any] | None = None,
-                    hardware_profile: Mapping[str, Any] | None = None) -> list[str]:
+def settings_errors(settings: SettingsInput, model_profiles: Mapping[str, ModelProfile] | None = None,
+                    hardware_profile: HardwareProfile | None = None) -> list[str]:
     """Every problem in the measurement settings (keys without the ``llm_bench_`` prefix) and the
     profiles, as one-line messages naming the field and the fix."""
     settings = settings or {}
@@ -73,7 +158,7 @@ def settings_errors(settings: Mapping[str, Any], model_profiles: Mapping[str, An
     return errors
 
 
-def _profile_errors(model_profiles: Mapping[str, Any] | None, hardware_profile: Mapping[str, Any] | None
+def _profile_errors(model_profiles: Mapping[str, ModelProfile] | None, hardware_profile: HardwareProfile | None
                     ) -> list[str]:
     errors: list[str] = []
     for model, prof in (model_profiles or {}).items():
@@ -110,7 +195,7 @@ def _as_number(value: Any) -> float | None:
         return None
 
 
-def workloads(variables: Mapping[str, Any]) -> list[str]:
+def workloads(variables: HostVars) -> list[str]:
     """``bench_workloads`` as a list (``standard`` when unset); an unknown name is an input error."""
     from .errors import InputError
 
@@ -131,7 +216,7 @@ def _at_default(key: str, value: Any) -> bool:
         return False
 
 
-def from_vars(variables: Mapping[str, Any]) -> dict[str, Any]:
+def from_vars(variables: HostVars) -> SettingsInput:
     """The settings from Ansible variables named ``llm_bench_<key>`` (defaults for missing ones);
     ``bench_workloads: serving`` turns on the ``SERVING`` phases whose settings are at their
     defaults (``llm_bench_rates: [1, 2]`` keeps its own rates, ``llm_bench_turns: 0`` stays the
@@ -154,7 +239,7 @@ def _normal(key: str, value: Any) -> Any:
     return value
 
 
-def normalize(settings: Mapping[str, Any]) -> dict[str, Any]:
+def normalize(settings: Settings | SettingsInput) -> Settings:
     """Typed settings (call after ``settings_errors`` returned nothing), in the table's order."""
     raw = {**DEFAULTS, **dict(settings or {})}
     return {o.key: _normal(o.key, _typed(o.key, raw[o.key])) for o in SETTINGS}
@@ -187,7 +272,7 @@ def _group(o: Any) -> str | None:
     return o.phase if o.phase in _PHASE_ON else None
 
 
-def measure_argv(settings: Mapping[str, Any], *, python: list[str] | str, script: str | None = None,
+def measure_argv(settings: Settings | SettingsInput, *, python: list[str] | str, script: str | None = None,
                  base_url: str, model: str, quality_file: str, sandbox_image: str, nvidia_smi: str | None = None,
                  kernel_log: str | None = None, tools_file: str | None = None,
                  refused: Mapping[str, str] | None = None) -> list[str]:

@@ -11,7 +11,7 @@ A problem is ``{"id", "reason", "fix"}``; ids: ``python_requests``, ``docker_gro
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, TypedDict
 
 OPT_IN = "-e spark_host_install_missing=true"
 #: The Debian/Ubuntu package that gives the unit's system python3 ``requests`` (DGX OS is Ubuntu).
@@ -19,7 +19,83 @@ REQUESTS_PACKAGE = "python3-requests"
 SYSTEM_PYTHONS = ("/usr/bin/python3", "/bin/python3") + tuple(f"/usr/bin/python3.{n}" for n in range(8, 20))
 
 
-def _requests_problem(p: Mapping[str, Any], installable: bool) -> dict[str, str]:
+class SocketProbe(TypedDict):
+    """The Docker socket as the spark_host_probe module reads it: whether it exists, its group's name."""
+
+    exists: bool
+    gr_name: str
+
+
+class SparkHostProbe(TypedDict, total=False):
+    """The registered result of roles/spark_host/library/spark_host_probe.py (its ``RETURN``), the keys
+    ``probes_from`` reads: the unit's Python, whether it imports requests, the user's groups, the socket."""
+
+    python: str
+    requests_rc: int
+    requests_error: str
+    groups: list[str]
+    docker_socket: SocketProbe
+
+
+class PythonFact(TypedDict, total=False):
+    """``ansible_facts.python``: the interpreter Ansible runs on the unit."""
+
+    executable: str
+
+
+class UnitFacts(TypedDict, total=False):
+    """The unit's Ansible facts ``probes_from`` reads (gathered by Ansible; absent ones read as empty)."""
+
+    python: PythonFact
+    user_id: str
+    user_uid: int
+    os_family: str
+
+
+class UnitProbes(TypedDict, total=False):
+    """What ``unit_needs`` judges (``probes_from``; a test may give some keys only)."""
+
+    python: str
+    requests_rc: int | str
+    user: str
+    uid: int | str
+    groups: list[str]
+    docker_socket: str
+    docker_socket_group: str
+    os_family: str
+
+
+class UnitProblem(TypedDict):
+    """One thing the unit lacks (``unit_needs``): ``python_requests`` or ``docker_group``, why, the fix."""
+
+    id: str
+    reason: str
+    fix: str
+
+
+class UnitInstall(TypedDict):
+    """What provisioning changes on the unit when opted in (``unit_needs``)."""
+
+    packages: list[str]
+    docker_group: bool
+
+
+class UnitNeeds(TypedDict):
+    """``unit_needs``' answer: whether the unit is ready, what stays wrong, what provisioning does."""
+
+    ok: bool
+    problems: list[UnitProblem]
+    install: UnitInstall
+
+
+class DockerInfoResult(TypedDict, total=False):
+    """The registered result of community.docker.docker_host_info that ``docker_problem`` reads: its
+    message when it could not talk to Docker."""
+
+    msg: str
+
+
+def _requests_problem(p: UnitProbes, installable: bool) -> UnitProblem:
     python = str(p.get("python") or "python3")
     reason = (f"the unit's Python ({python}), which runs Ansible's Docker modules there, cannot import "
               "'requests'")
@@ -32,7 +108,7 @@ def _requests_problem(p: Mapping[str, Any], installable: bool) -> dict[str, str]
     return {"id": "python_requests", "reason": reason, "fix": fix}
 
 
-def _docker_group_problem(p: Mapping[str, Any]) -> dict[str, str]:
+def _docker_group_problem(p: UnitProbes) -> UnitProblem:
     user = str(p.get("user") or "the remote user")
     socket = str(p.get("docker_socket") or "/var/run/docker.sock")
     return {"id": "docker_group",
@@ -41,7 +117,7 @@ def _docker_group_problem(p: Mapping[str, Any]) -> dict[str, str]:
                    f"or let provisioning add it: {OPT_IN}"}
 
 
-def unit_needs(probes: Mapping[str, Any], install_missing: Any = False) -> dict[str, Any]:
+def unit_needs(probes: UnitProbes, install_missing: Any = False) -> UnitNeeds:
     """``probes``: ``python`` (path), ``requests_rc`` (0 when ``import requests`` worked),
     ``user``, ``uid``, ``groups`` (names), ``docker_socket`` and
     ``docker_socket_group`` (empty when there is no socket), ``os_family``.
@@ -52,8 +128,8 @@ def unit_needs(probes: Mapping[str, Any], install_missing: Any = False) -> dict[
     opted_in = str(install_missing).strip().lower() in ("1", "true", "yes", "on")
     apt = str(probes.get("os_family") or "") == "Debian"
     python = str(probes.get("python") or "")
-    problems: list[dict[str, str]] = []
-    install: dict[str, Any] = {"packages": [], "docker_group": False}
+    problems: list[UnitProblem] = []
+    install: UnitInstall = {"packages": [], "docker_group": False}
 
     if int(probes.get("requests_rc", 0) or 0) != 0:
         can_install = apt and python in SYSTEM_PYTHONS
@@ -72,7 +148,7 @@ def unit_needs(probes: Mapping[str, Any], install_missing: Any = False) -> dict[
     return {"ok": not problems, "problems": problems, "install": install}
 
 
-def probes_from(probe: Mapping[str, Any], facts: Mapping[str, Any], docker_socket: str) -> dict[str, Any]:
+def probes_from(probe: SparkHostProbe, facts: UnitFacts, docker_socket: str) -> UnitProbes:
     """``unit_needs``' probes from the registered result of roles/spark_host/tasks/unit_probe.yml (the
     role's ``spark_host_probe`` module) and the unit's facts."""
     socket = probe.get("docker_socket") or {}
@@ -84,12 +160,12 @@ def probes_from(probe: Mapping[str, Any], facts: Mapping[str, Any], docker_socke
             "os_family": facts.get("os_family", "")}
 
 
-def problems_message(host: str, needs: Mapping[str, Any]) -> str:
+def problems_message(host: str, needs: UnitNeeds) -> str:
     """One line per problem: ``<host>: <reason>; fix: <fix>``."""
     return " | ".join(f"{host}: {p['reason']}; fix: {p['fix']}" for p in needs.get("problems") or [])
 
 
-def docker_problem(probe: Mapping[str, Any], user: str, host: str) -> str:
+def docker_problem(probe: DockerInfoResult, user: str, host: str) -> str:
     """Why the Docker engine probe (community.docker.docker_host_info, registered) did not talk to
     Docker, with the fix: the socket's permission (docker group), a missing Python library, or no
     engine answering."""

@@ -21,10 +21,14 @@ at or above ``health.HOT_C``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import health
 from ..measure.bandwidth import drop_of, drop_text
+
+if TYPE_CHECKING:
+    from ..measure.bandwidth import BandwidthDrop, BandwidthProbes, BandwidthReading
+    from ..measure.conditions import Flag, ProtocolBlock
 
 #: The run-protocol flag of such a drop.
 FLAG = "bandwidth_drop"
@@ -38,17 +42,17 @@ def served(doc: Mapping[str, Any]) -> bool:
     return isinstance(doc.get("failure"), Mapping) and doc["failure"].get("stage") == "measure"
 
 
-def bandwidth_block(before: Mapping[str, Any]) -> dict[str, Any]:
+def bandwidth_block(before: BandwidthReading) -> BandwidthProbes:
     """The block of a document recorded after the probe ``before``, no probe after it yet."""
     return {**dict(before), "after": None, "drop": None}
 
 
-def _protocol(doc: Mapping[str, Any]) -> dict[str, Any]:
+def _protocol(doc: Mapping[str, Any]) -> ProtocolBlock:
     proto = doc.get("protocol")
     return dict(proto) if isinstance(proto, Mapping) else {"flags": []}
 
 
-def with_before(doc: dict[str, Any], before: Mapping[str, Any] | None) -> dict[str, Any]:
+def with_before(doc: dict[str, Any], before: BandwidthReading | None) -> dict[str, Any]:
     """The document with ``protocol.bandwidth`` from the probe ``before`` (as it is when there is
     none, or its server never served)."""
     if not before or not served(doc):
@@ -67,7 +71,7 @@ def cause(doc: Mapping[str, Any]) -> str | None:
     return "; ".join(named) or None
 
 
-def with_after(doc: dict[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+def with_after(doc: dict[str, Any], after: BandwidthReading) -> dict[str, Any]:
     """The document with the probe ``after`` in ``protocol.bandwidth.after`` and, on a drop,
     ``drop`` and the ``bandwidth_drop`` flag (replacing an earlier one). A document without the
     block (its server never served, or no probe ran before it) is returned as it is."""
@@ -75,9 +79,9 @@ def with_after(doc: dict[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     block = proto.get("bandwidth")
     if not isinstance(block, Mapping):
         return doc
-    flags = [f for f in proto.get("flags") or [] if not (isinstance(f, Mapping) and f.get("code") == FLAG)]
+    flags: list[Flag] = [f for f in proto.get("flags") or [] if not (isinstance(f, Mapping) and f.get("code") == FLAG)]
     share = drop_of(block, after)
-    drop = None
+    drop: BandwidthDrop | None = None
     if share is not None:
         why = cause(doc)
         text = drop_text(share, float(block["gbps"]), float(after["gbps"]), why)

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..measure.bandwidth import parse_output
+
+if TYPE_CHECKING:
+    from ..measure.bandwidth import BandwidthReading
+    from .spec import ProbeSpec
 
 #: A probe that costs less than this many seconds also runs between variants.
 BETWEEN_MAX_S = 10.0
@@ -27,6 +31,23 @@ KEPT = ("gbps", "method", "spread", "when", "device", "simulated", "reason", "ge
         "buffer_bytes", "l2_bytes", "hardware_profile", "efficiency")
 #: How much of the container's output a reason quotes.
 TAIL_CHARS = 300
+
+
+class ContainerState(TypedDict, total=False):
+    """The probe container's state in its task's result: what it printed (``Output``, with output logs)."""
+
+    Output: str
+
+
+class ProbeRun(TypedDict, total=False):
+    """The registered result of the probe's container task (roles/spark_host, tasks_from: bandwidth;
+    ``community.docker.docker_container``), the keys ``reading`` reads."""
+
+    container: ContainerState
+    status: int
+    msg: str
+    unreachable: bool
+    skipped: bool
 
 
 def _utc_now() -> str:
@@ -38,7 +59,7 @@ def _tail(text: Any) -> str:
     return text[-TAIL_CHARS:]
 
 
-def why_not(run: Mapping[str, Any]) -> str:
+def why_not(run: ProbeRun) -> str:
     """Why the container task gave no reading: the unit's silence, Docker's message, or the exit
     status with the end of the output."""
     output = (run.get("container") or {}).get("Output") if isinstance(run.get("container"), Mapping) else None
@@ -53,13 +74,13 @@ def why_not(run: Mapping[str, Any]) -> str:
     return f"the bandwidth probe printed no reading (exit status {status if status is not None else '?'}): {said}"
 
 
-def reading(run: Mapping[str, Any], spec: Mapping[str, Any], cost_s: float) -> dict[str, Any]:
+def reading(run: ProbeRun, spec: ProbeSpec, cost_s: float) -> BandwidthReading:
     """The reading of one probe run (see the module docstring). ``spec``: the plan's ``probe``
     (``sparkbench.bandwidth.spec``); ``cost_s``: seconds the step took."""
     run = run or {}
     out = parse_output((run.get("container") or {}).get("Output") if isinstance(run.get("container"), Mapping)
                        else None)
-    base: dict[str, Any] = {"gbps": None, "method": str(spec.get("method") or "unknown"), "spread": None,
+    base: BandwidthReading = {"gbps": None, "method": str(spec.get("method") or "unknown"), "spread": None,
                             "when": _utc_now(), "device": None, "simulated": spec.get("kind") == "simulated",
                             "reason": None}
     if out is None:
@@ -73,7 +94,7 @@ def reading(run: Mapping[str, Any], spec: Mapping[str, Any], cost_s: float) -> d
     return base
 
 
-def between(r: Mapping[str, Any] | None) -> bool:
+def between(r: BandwidthReading | None) -> bool:
     """Whether to probe again between variants: the reading has a figure and cost under
     ``BETWEEN_MAX_S`` seconds."""
     return bool(r) and r.get("gbps") is not None and float(r.get("cost_s") or 0.0) < BETWEEN_MAX_S

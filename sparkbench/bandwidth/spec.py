@@ -18,9 +18,12 @@ what its stand-in reads). The container's name, network (none) and clean-up are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from ..launch import DeviceRequest
+    from ..plan_types import PlanEntry
 
 #: The probe program in the checkout, and its name in the unit's work directory.
 PROGRAM = Path(__file__).resolve().with_name("probe.py")
@@ -36,13 +39,42 @@ METHODS = {"simulated": "simulated", "cuda": "torch-cuda-stream-read", "cpu": "t
 BUFFER_MIB = {"cuda": 1024, "cpu": 512}
 
 
-def probe_spec(entry: Mapping[str, Any], gpu_probe: str, remote_dir: str) -> dict[str, Any]:
+class ProbeProgram(TypedDict):
+    """The probe program copied to the unit (``probe_spec``): its path in the checkout and on the unit."""
+
+    src: str
+    dest: str
+
+
+class ProbeContainer(TypedDict, total=False):
+    """The probe's ``docker_container`` arguments (``probe_spec``; the role adds name, network, clean-up)."""
+
+    image: str
+    env: dict[str, str]
+    volumes: list[str]
+    device_requests: list[DeviceRequest]
+    entrypoint: list[str]
+    command: list[str]
+
+
+class ProbeSpec(TypedDict):
+    """The plan's ``probe`` (``probe_spec``, the module docstring): the probe's kind and method, the
+    image it runs in, the program to copy (None: the simulator's stand-in), its container."""
+
+    kind: Literal["simulated", "cuda", "cpu"]
+    method: str
+    image: str
+    program: ProbeProgram | None
+    container: ProbeContainer
+
+
+def probe_spec(entry: PlanEntry, gpu_probe: str, remote_dir: str) -> ProbeSpec:
     """The probe's container for the host whose first launched variant is ``entry`` (a plan entry:
     its image, its launch spec's environment and GPU request)."""
     kind = KINDS[gpu_probe]
     launch = entry["launch"]
     image = str(entry["variant"]["image"])
-    container: dict[str, Any] = {"image": image, "env": dict(launch.get("env") or {}), "volumes": [],
+    container: ProbeContainer = {"image": image, "env": dict(launch.get("env") or {}), "volumes": [],
                                  "device_requests": []}
     if kind == "simulated":
         return {"kind": kind, "method": METHODS[kind], "image": image, "program": None,

@@ -24,6 +24,8 @@ filters ``ray_cluster_spec``, ``ray_status_parse``, ``ray_cluster_check``,
   remedy}], nodes, link}``, reasons and remedies from ``roles/vllm_server/files/known_issues.yml``
   (entries with ``cluster_check: true``); ``failure_message``.
 * ``block``: ``cluster_block(...)``: the result document's ``cluster`` object.
+* ``shapes``: the ``TypedDict`` classes of the spec, ``ray status``, the role's probes and facts,
+  the check's result and the ``cluster`` block.
 """
 
 from .block import VLLM_WORKER_CLASS, cluster_block

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from .node_facts import link_summary
+from .shapes import (
+    CheckResult,
+    ClusterBlock,
+    ClusterNode,
+    ClusterSpec,
+    RayActor,
+    RayProbe,
+    RayProbeNode,
+    RayStatus,
+    SpecNode,
+)
 
 #: vLLM's Ray worker actor class (vllm/v1/executor/ray_utils.py); other alive actors are kept
 #: only when no actor of this class is there (the simulator names its own).
 VLLM_WORKER_CLASS = "RayWorkerWrapper"
 
 
-def _serving_node(n: Mapping[str, Any], probe: Mapping[str, Any], worker_nodes: set[Any]) -> Mapping[str, Any] | None:
+def _serving_node(n: SpecNode, probe: RayProbe, worker_nodes: set[str | None]) -> RayProbeNode | None:
     """The node Ray knows at this host's address in the snapshot: the one holding a worker actor,
     else an alive one (None when there is none). A node restarted after a loss registers anew, and
     its old entry can still read alive for a while: the check may have matched that one."""
@@ -21,13 +31,13 @@ def _serving_node(n: Mapping[str, Any], probe: Mapping[str, Any], worker_nodes: 
             or next((r for r in same if r.get("alive")), None))
 
 
-def _block_nodes(spec: Mapping[str, Any], check_result: Mapping[str, Any], probe: Mapping[str, Any],
-                 workers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _block_nodes(spec: ClusterSpec, check_result: CheckResult, probe: RayProbe,
+                 workers: Sequence[RayActor]) -> list[ClusterNode]:
     """Per node of the spec: the check's facts, with the node id and liveness of the snapshot."""
     by_host = {n["host"]: n for n in check_result.get("nodes") or []}
     by_id = {n.get("node_id"): n for n in probe.get("nodes") or []}
     worker_nodes = {a.get("node_id") for a in workers}
-    nodes = []
+    nodes: list[ClusterNode] = []
     for n in spec.get("nodes") or []:
         c = by_host.get(n["host"], {})
         current = _serving_node(n, probe, worker_nodes)
@@ -42,9 +52,9 @@ def _block_nodes(spec: Mapping[str, Any], check_result: Mapping[str, Any], probe
     return nodes
 
 
-def cluster_block(spec: Mapping[str, Any], check_result: Mapping[str, Any] | None, probe: Mapping[str, Any] | None,
-                  serving_status: Mapping[str, Any] | None = None, *, tensor_parallel_size: int = 1,
-                  pipeline_parallel_size: int = 1) -> dict[str, Any]:
+def cluster_block(spec: ClusterSpec, check_result: CheckResult | None, probe: RayProbe | None,
+                  serving_status: RayStatus | None = None, *, tensor_parallel_size: int = 1,
+                  pipeline_parallel_size: int = 1) -> ClusterBlock:
     """The result document's ``cluster`` object (tp/pp from the caller: ``world_size``).
 
     ``probe`` should be the serving snapshot (``tasks_from: check`` with ``ray_cluster_check_serving``):

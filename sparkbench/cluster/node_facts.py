@@ -7,12 +7,12 @@ import ipaddress
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
 
+from .shapes import ClusterSpec, LinkMeasurement, LinkSummary, NodeFacts
 from .spec import EXPECTED_SPEED_MBPS, LINK_THRESHOLD_GBPS
 
 
-def parse_node_probe(text: Any, interface: str) -> dict[str, Any]:
+def parse_node_probe(text: object, interface: str) -> NodeFacts:
     """The output of ``roles/ray_cluster/files/node_probe.sh IFACE`` (``key=value`` lines; ``addr=``
     once per IPv4 of the node as ``<if> <a.b.c.d/p>``) → ``{hostname, driver, interface: {name, up,
     ipv4, prefixlen, mtu}, other_ipv4: [...], link_speed_mbps, tools: {ib_write_bw, iperf3, ethtool}}``."""
@@ -49,7 +49,7 @@ def parse_node_probe(text: Any, interface: str) -> dict[str, Any]:
             "tools": {t: values.get(t) == "yes" for t in ("ib_write_bw", "iperf3", "ethtool")}}
 
 
-def parse_iperf3(text: Any, note: str) -> dict[str, Any]:
+def parse_iperf3(text: object, note: str) -> LinkMeasurement:
     """``iperf3 -c … -J`` output → ``{method: iperf3, gbps, note}`` (received bits/s of the sum;
     ``gbps`` None with the error in ``note`` when the JSON says it failed)."""
     try:
@@ -63,7 +63,7 @@ def parse_iperf3(text: Any, note: str) -> dict[str, Any]:
     return {"method": "iperf3", "gbps": round(float(bps) / 1e9, 3) if bps else None, "note": note}
 
 
-def parse_ib_write_bw(text: Any, note: str = "") -> dict[str, Any]:
+def parse_ib_write_bw(text: object, note: str = "") -> LinkMeasurement:
     """``ib_write_bw --report_gbits`` client output → ``{method: ib_write_bw, gbps, note}``: the
     ``BW average[Gb/sec]`` column of the result line (``#bytes #iterations BW-peak BW-average MsgRate``)."""
     gbps = None
@@ -78,7 +78,7 @@ def parse_ib_write_bw(text: Any, note: str = "") -> dict[str, Any]:
     return {"method": "ib_write_bw", "gbps": gbps, "note": note or "ib_write_bw (RDMA write, 1 QP) between the nodes"}
 
 
-def link_summary(spec: Mapping[str, Any], node_facts: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+def link_summary(spec: ClusterSpec, node_facts: Mapping[str, NodeFacts] | None) -> LinkSummary:
     """The link figures of a cluster: ``{method, gbps, threshold_gbps, expected_speed_mbps,
     speed_mbps, note}`` (bandwidth measured on the head's facts, else any node's; speed = the
     lowest ethtool speed of the nodes; ``note`` says what was measured)."""

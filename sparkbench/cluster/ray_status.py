@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+
+from .shapes import RayNodeUsage, RayStatus, ResourceUsage
 
 _USAGE_RE = re.compile(r"^\s*([\d.]+)([A-Za-z]*)/([\d.]+)([A-Za-z]*)\s+(\S+)(?:\s+\((.*)\))?\s*$")
 _NODE_LINE_RE = re.compile(r"^\s*(\d+)\s+(\S+)\s*$")
@@ -12,14 +13,14 @@ _SECTIONS = ("Active:", "Healthy:", "Idle:", "Pending:", "Recent failures:", "To
              "From request_resources:", "Total Constraints:", "Pending Demands:", "Demands:", "Total Demands:")
 
 
-def _usage(lines: Sequence[str]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _usage(lines: Sequence[str]) -> dict[str, ResourceUsage]:
+    out: dict[str, ResourceUsage] = {}
     for line in lines:
         m = _USAGE_RE.match(line)
         if not m:
             continue
         used, used_unit, total, total_unit, resource, note = m.groups()
-        entry: dict[str, Any] = {"used": float(used), "total": float(total)}
+        entry: ResourceUsage = {"used": float(used), "total": float(total)}
         if used_unit or total_unit:
             entry.update(used=f"{used}{used_unit}", total=f"{total}{total_unit}")
         if note:
@@ -68,10 +69,10 @@ def _alive_nodes(node_lines: Sequence[str]) -> tuple[int, list[str], list[str]]:
     return nodes_active, node_ids, node_types
 
 
-def _per_node(lines: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _per_node(lines: Sequence[str]) -> dict[str, RayNodeUsage]:
     """The blocks of ``-v``: ``Node: <id> (<type>)`` [`` Id: <id>``] then usage lines → per node id
     ``{name, usage, gpus_used, gpus_total, cpus_used, cpus_total}`` (+ ``instance_id``)."""
-    per_node: dict[str, dict[str, Any]] = {}
+    per_node: dict[str, RayNodeUsage] = {}
     current_node = None
     for line in lines:
         m = re.match(r"^Node: (\S+)(?: \((.*)\))?\s*$", line)
@@ -101,12 +102,12 @@ def _listed(lines: Sequence[str]) -> list[str]:
     return [line.strip() for line in lines if not _none_line(line)]
 
 
-def last_line(text: Any) -> str | None:
+def last_line(text: object) -> str | None:
     """The last non-empty line of ``text``, stripped (what a command said last), or None."""
     return next((line.strip() for line in reversed(str(text or "").splitlines()) if line.strip()), None)
 
 
-def parse_ray_status(text: Any) -> dict[str, Any]:
+def parse_ray_status(text: object) -> RayStatus:
     """``ray status`` (or ``ray status -v``) output → figures.
 
     Formats (reference §8): Ray 2.x prints ``Active:`` (and ``Idle:`` with the v2 autoscaler:

@@ -7,28 +7,47 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
+from ..measure.shapes import JSON
 from .node_facts import link_summary
+from .shapes import (
+    CheckedNode,
+    CheckResult,
+    ClusterSpec,
+    Failure,
+    InterfaceFacts,
+    LinkSummary,
+    MatchValue,
+    NodeFacts,
+    RayProbe,
+    RayProbeNode,
+    RayStatus,
+    SpecNode,
+)
 
-Facts = Mapping[str, Mapping[str, Any]]
+if TYPE_CHECKING:
+    from ..preflight import KnownIssue, KnownIssues
+
+#: The role's facts of every node, by host.
+Facts = Mapping[str, NodeFacts]
 
 
-def _issue_texts(issues: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+def _issue_texts(issues: KnownIssues | None) -> dict[str, KnownIssue]:
     if issues is None:
         from ..preflight import load_known_issues
         issues = load_known_issues()
     return {str(i.get("id")): i for i in (issues.get("issues") or []) if isinstance(i, Mapping)}
 
 
-def _render(text: Any, values: Mapping[str, Any]) -> str:
+def _render(text: JSON, values: Mapping[str, MatchValue]) -> str:
     def sub(m: re.Match[str]) -> str:
         value = values.get(m.group(1))
         return "" if value is None else str(value)
     return re.sub(r"\{match\.([A-Za-z0-9_]+)\}", sub, " ".join(str(text or "").split()))
 
 
-def _same(values: Sequence[Any]) -> bool:
+def _same(values: Sequence[JSON]) -> bool:
     known = [v for v in values if v not in (None, "")]
     return len(set(map(str, known))) <= 1
 
@@ -37,12 +56,12 @@ class _Failures:
     """The check's failures in the order found: ``{id, host, reason, remedy}`` with the known
     issue's ``check_reason`` (else ``reason``) and ``remedy``, ``{match.X}`` filled from the values."""
 
-    def __init__(self, spec: Mapping[str, Any], issues: Mapping[str, Any] | None) -> None:
+    def __init__(self, spec: ClusterSpec, issues: KnownIssues | None) -> None:
         self.texts = _issue_texts(issues)
         self.cluster = spec.get("name")
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[Failure] = []
 
-    def add(self, issue_id: str, host: str | None, **values: Any) -> None:
+    def add(self, issue_id: str, host: str | None, **values: MatchValue) -> None:
         entry = self.texts.get(issue_id) or {}
         values = {"host": host, "cluster": self.cluster, **values}
         self.entries.append({"id": issue_id, "host": host,
@@ -53,12 +72,12 @@ class _Failures:
         return any(f["id"] == issue_id for f in self.entries)
 
 
-def _match_nodes(spec_nodes: Sequence[Mapping[str, Any]], ray_nodes: Sequence[Mapping[str, Any]],
-                 facts: Facts) -> tuple[dict[str, Mapping[str, Any]], list[Mapping[str, Any]]]:
+def _match_nodes(spec_nodes: Sequence[SpecNode], ray_nodes: Sequence[RayProbeNode],
+                 facts: Facts) -> tuple[dict[str, RayProbeNode], list[RayProbeNode]]:
     """``(host → its alive Ray node, the alive Ray nodes of no host)``: matched by registered
     address, then by hostname (the node joined under another address)."""
-    matched: dict[str, Mapping[str, Any]] = {}
-    used: set[str] = set()
+    matched: dict[str, RayProbeNode] = {}
+    used: set[str | None] = set()
     for n in spec_nodes:
         hit = next((r for r in ray_nodes if r.get("address") == n.get("address") and r.get("node_id") not in used), None)
         if hit:
@@ -75,7 +94,7 @@ def _match_nodes(spec_nodes: Sequence[Mapping[str, Any]], ray_nodes: Sequence[Ma
     return matched, [r for r in ray_nodes if r.get("node_id") not in used]
 
 
-def _absent_state(n: Mapping[str, Any], facts: Facts) -> str:
+def _absent_state(n: SpecNode, facts: Facts) -> str:
     """Why a node is not in the cluster, from its container's facts."""
     c = facts.get(n["host"], {}).get("container") or {}
     last = ((c.get("log_tail") or "").strip().splitlines() or ["no log"])[-1].strip()
@@ -88,9 +107,9 @@ def _absent_state(n: Mapping[str, Any], facts: Facts) -> str:
     return "its container runs but the node is not in the cluster"
 
 
-def _judge_membership(failures: _Failures, spec: Mapping[str, Any], matched: Mapping[str, Mapping[str, Any]],
-                      strays: Sequence[Mapping[str, Any]], probe: Mapping[str, Any] | None,
-                      status: Mapping[str, Any] | None, facts: Facts, alive_count: int) -> None:
+def _judge_membership(failures: _Failures, spec: ClusterSpec, matched: Mapping[str, RayProbeNode],
+                      strays: Sequence[RayProbeNode], probe: RayProbe | None,
+                      status: RayStatus | None, facts: Facts, alive_count: int) -> None:
     """Every node registered at its own address (ray_host_ip_mismatch), joined (ray_worker_not_joined,
     ray_head_not_running); without a probe only the count of ``ray status`` is judged."""
     spec_nodes = list(spec.get("nodes") or [])
@@ -117,7 +136,7 @@ def _judge_membership(failures: _Failures, spec: Mapping[str, Any], matched: Map
         _judge_count_only(failures, spec, status, facts, alive_count)
 
 
-def _judge_count_only(failures: _Failures, spec: Mapping[str, Any], status: Mapping[str, Any], facts: Facts,
+def _judge_count_only(failures: _Failures, spec: ClusterSpec, status: RayStatus, facts: Facts,
                       alive_count: int) -> None:
     """Without a probe: a head whose ``ray status`` answers no cluster status, or lists no active
     node, is not running (ray_head_not_running, with what it said and its container's state), and
@@ -146,8 +165,8 @@ def _judge_count_only(failures: _Failures, spec: Mapping[str, Any], status: Mapp
                  state="ray status lists fewer nodes than the cluster has")
 
 
-def _judge_gpus(failures: _Failures, spec_nodes: Sequence[Mapping[str, Any]], matched: Mapping[str, Mapping[str, Any]],
-                ray_nodes: Sequence[Mapping[str, Any]], status: Mapping[str, Any] | None) -> None:
+def _judge_gpus(failures: _Failures, spec_nodes: Sequence[SpecNode], matched: Mapping[str, RayProbeNode],
+                ray_nodes: Sequence[RayProbeNode], status: RayStatus | None) -> None:
     """Each node's GPUs as Ray counts them, else the cluster's total (ray_gpu_count)."""
     for n in spec_nodes:
         r = matched.get(n["host"])
@@ -160,7 +179,7 @@ def _judge_gpus(failures: _Failures, spec_nodes: Sequence[Mapping[str, Any]], ma
 
 
 def _differ(failures: _Failures, hosts: Sequence[str], facts: Facts, issue_id: str,
-            value: Callable[[Mapping[str, Any]], Any]) -> None:
+            value: Callable[[NodeFacts], JSON]) -> None:
     """``issue_id`` when the nodes' known values of ``value(facts)`` differ."""
     values = {h: value(facts.get(h, {})) for h in hosts}
     if not _same(list(values.values())):
@@ -177,7 +196,7 @@ def _judge_revisions(failures: _Failures, hosts: Sequence[str], facts: Facts) ->
                          values=", ".join(f"{h}: {v or 'missing'}" for h, v in revs.items()))
 
 
-def _shared_subnet(iface: Mapping[str, Any], others: Sequence[Any]) -> tuple[str, str] | None:
+def _shared_subnet(iface: InterfaceFacts, others: Sequence[str]) -> tuple[str, str] | None:
     """``(the interface's subnet, another address of the node in it)``, or None."""
     prefix = iface.get("prefixlen")
     if prefix is None:
@@ -193,7 +212,7 @@ def _shared_subnet(iface: Mapping[str, Any], others: Sequence[Any]) -> tuple[str
     return None
 
 
-def _judge_interfaces(failures: _Failures, spec_nodes: Sequence[Mapping[str, Any]], facts: Facts) -> None:
+def _judge_interfaces(failures: _Failures, spec_nodes: Sequence[SpecNode], facts: Facts) -> None:
     """Each cluster interface up with an IPv4 (pair_interface_down), alone in its subnet (ray_same_subnet)."""
     for n in spec_nodes:
         iface = facts.get(n["host"], {}).get("interface")
@@ -209,7 +228,7 @@ def _judge_interfaces(failures: _Failures, spec_nodes: Sequence[Mapping[str, Any
                          subnet=shared[0], other=shared[1])
 
 
-def _judge_pair(failures: _Failures, spec_nodes: Sequence[Mapping[str, Any]], facts: Facts) -> None:
+def _judge_pair(failures: _Failures, spec_nodes: Sequence[SpecNode], facts: Facts) -> None:
     """The nodes alike: image, model revisions, driver, interfaces, MTU."""
     hosts = [n["host"] for n in spec_nodes]
     _differ(failures, hosts, facts, "pair_image_mismatch", lambda f: f.get("image_digest") or f.get("image_id"))
@@ -219,7 +238,7 @@ def _judge_pair(failures: _Failures, spec_nodes: Sequence[Mapping[str, Any]], fa
     _differ(failures, hosts, facts, "pair_mtu_mismatch", lambda f: (f.get("interface") or {}).get("mtu"))
 
 
-def _judge_link(failures: _Failures, spec: Mapping[str, Any], facts: Facts, link: Mapping[str, Any]) -> None:
+def _judge_link(failures: _Failures, spec: ClusterSpec, facts: Facts, link: LinkSummary) -> None:
     """The link speed on real Sparks (every node has a GPU, host network) and the ib_write_bw bandwidth."""
     spec_nodes = list(spec.get("nodes") or [])
     real_pair = all(n.get("gpus") for n in spec_nodes) and (spec.get("network") or {}).get("mode") == "host"
@@ -233,10 +252,10 @@ def _judge_link(failures: _Failures, spec: Mapping[str, Any], facts: Facts, link
         failures.add("pair_link_bandwidth", None, gbps=link["gbps"], threshold=link["threshold_gbps"])
 
 
-def _node_rows(spec_nodes: Sequence[Mapping[str, Any]], facts: Facts,
-               matched: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _node_rows(spec_nodes: Sequence[SpecNode], facts: Facts,
+               matched: Mapping[str, RayProbeNode]) -> list[CheckedNode]:
     """Per node what the check saw: its Ray registration and its facts."""
-    nodes = []
+    nodes: list[CheckedNode] = []
     for n in spec_nodes:
         f, r = facts.get(n["host"], {}), matched.get(n["host"]) or {}
         iface = f.get("interface") or {}
@@ -249,8 +268,8 @@ def _node_rows(spec_nodes: Sequence[Mapping[str, Any]], facts: Facts,
     return nodes
 
 
-def check(spec: Mapping[str, Any], status: Mapping[str, Any] | None, probe: Mapping[str, Any] | None,
-          node_facts: Mapping[str, Mapping[str, Any]] | None, issues: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def check(spec: ClusterSpec, status: RayStatus | None, probe: RayProbe | None,
+          node_facts: Mapping[str, NodeFacts] | None, issues: KnownIssues | None = None) -> CheckResult:
     """Is the cluster sound, before a model loads?
 
     ``status`` = ``parse_ray_status`` of the head's ``ray status``; ``probe`` = the JSON of
@@ -285,7 +304,7 @@ def check(spec: Mapping[str, Any], status: Mapping[str, Any] | None, probe: Mapp
             "nodes_total": len(spec_nodes), "link": link}
 
 
-def failure_message(result: Mapping[str, Any]) -> str:
+def failure_message(result: CheckResult) -> str:
     """One line per failure: ``<id> (<host>): <reason>. Fix: <remedy>`` (the role's fail message)."""
     return "; ".join(f"{f['id']}{' (' + f['host'] + ')' if f.get('host') else ''}: {f['reason']}. Fix: {f['remedy']}"
                      for f in result.get("failures") or [])

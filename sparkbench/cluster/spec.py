@@ -8,10 +8,16 @@ import copy
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..launch import cache_volumes, resolve_unit_path, unit_caches, unresolved_message
+from ..measure.shapes import JSON
+from .shapes import ClusterSpec, HostVars, RestartPlan, SpecNode
+
+if TYPE_CHECKING:
+    from ..launch import FlagValue
+    from ..plan_types import HardwareProfile
 
 #: GPUs of one node when the hardware profile does not say (``gpus_per_node``): one GB10 per Spark.
 GPUS_PER_NODE = 1
@@ -29,7 +35,7 @@ GPU_LESS_SHM_SIZE = "512m"
 
 #: The host variables a cluster spec reads, with their defaults (the same defaults, documented,
 #: in roles/ray_cluster/defaults/main.yml). Cluster-wide ones are read from the head.
-VARIABLES: dict[str, Any] = {
+VARIABLES: dict[str, JSON] = {
     "ray_cluster_interface": "",             # per node, required: the CX-7 netdev (sim: eth0)
     "ray_cluster_node_ip": "",               # per node; '' = the interface's IPv4, probed on the host
     "ray_cluster_join_address": "",          # per worker; '' = the head's address:port (tests set a wrong one)
@@ -65,7 +71,7 @@ _ENV_IFACE = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "UCX_NET_DEVICES", "TP
 
 # ---- world size -------------------------------------------------------------------------------
 
-def gpus_per_node(hardware_profile: Mapping[str, Any] | None) -> int:
+def gpus_per_node(hardware_profile: HardwareProfile | None) -> int:
     """``gpus_per_node`` of a hardware profile (``profiles/hardware/*.json``), default 1."""
     value = (hardware_profile or {}).get("gpus_per_node", GPUS_PER_NODE)
     try:
@@ -77,7 +83,7 @@ def gpus_per_node(hardware_profile: Mapping[str, Any] | None) -> int:
     return n
 
 
-def _positive_int(args: Mapping[str, Any], names: Sequence[str]) -> int:
+def _positive_int(args: Mapping[str, FlagValue], names: Sequence[str]) -> int:
     for name in names:
         if name in args and args[name] is not None:
             value = args[name]
@@ -93,14 +99,14 @@ def _positive_int(args: Mapping[str, Any], names: Sequence[str]) -> int:
     return 1
 
 
-def world_size(args: Mapping[str, Any] | None) -> tuple[int, int]:
+def world_size(args: Mapping[str, FlagValue] | None) -> tuple[int, int]:
     """``(tensor_parallel_size, pipeline_parallel_size)`` of a variant's args (flag names as the
     matrix normalises them, ``tp`` / ``pp`` accepted); 1 when not set. World = TP × PP GPUs."""
     args = {str(k).lstrip("-").replace("_", "-"): v for k, v in (args or {}).items()}
     return (_positive_int(args, ("tensor-parallel-size", "tp")), _positive_int(args, ("pipeline-parallel-size", "pp")))
 
 
-def is_cluster_variant(args: Mapping[str, Any] | None, gpus_per_node: int = GPUS_PER_NODE) -> bool:
+def is_cluster_variant(args: Mapping[str, FlagValue] | None, gpus_per_node: int = GPUS_PER_NODE) -> bool:
     """True when the variant needs more GPUs than one node has: TP × PP > ``gpus_per_node``."""
     tp, pp = world_size(args)
     return tp * pp > int(gpus_per_node)
@@ -108,12 +114,12 @@ def is_cluster_variant(args: Mapping[str, Any] | None, gpus_per_node: int = GPUS
 
 # ---- reading the variables ----------------------------------------------------------------------
 
-def _var(variables: Mapping[str, Any], name: str) -> Any:
+def _var(variables: HostVars, name: str) -> JSON:
     value = variables.get(name, VARIABLES[name]) if isinstance(variables, Mapping) else VARIABLES[name]
     return VARIABLES[name] if value is None and VARIABLES[name] is not None else value
 
 
-def _ipv4(value: Any, variable: str, host: str) -> str:
+def _ipv4(value: JSON, variable: str, host: str) -> str:
     try:
         return str(ipaddress.IPv4Address(str(value).strip()))
     except (ipaddress.AddressValueError, ValueError):
@@ -121,7 +127,7 @@ def _ipv4(value: Any, variable: str, host: str) -> str:
                          f"ray_cluster_interface on that host (e.g. 192.168.100.10), or leave it empty to probe it") from None
 
 
-def _opt_int(value: Any, variable: str, host: str, minimum: int = 0) -> int | None:
+def _opt_int(value: JSON, variable: str, host: str, minimum: int = 0) -> int | None:
     if value is None or value == "":
         return None
     try:
@@ -135,13 +141,13 @@ def _opt_int(value: Any, variable: str, host: str, minimum: int = 0) -> int | No
     return n
 
 
-def _host_int(variables: Mapping[str, Any], name: str, host: str) -> int | None:
+def _host_int(variables: HostVars, name: str, host: str) -> int | None:
     """A whole-number variable >= 1 of ``host``, None when empty."""
     return _opt_int(_var(variables, name), name, host, 1)
 
 
-def _members(members: Any, name: str) -> list[tuple[str, Mapping[str, Any]]]:
-    out: list[tuple[str, Mapping[str, Any]]] = []
+def _members(members: Any, name: str) -> list[tuple[str, HostVars]]:
+    out: list[tuple[str, HostVars]] = []
     if isinstance(members, Mapping):
         members = list(members.items())
     for item in members or []:
@@ -155,7 +161,7 @@ def _members(members: Any, name: str) -> list[tuple[str, Mapping[str, Any]]]:
     return out
 
 
-def _member_pairs(name: str, members: Any) -> list[tuple[str, Mapping[str, Any]]]:
+def _member_pairs(name: str, members: Any) -> list[tuple[str, HostVars]]:
     """The members as ``(host, variables)``, head first: at least two, each host once."""
     if not name:
         raise InputError("bench_cluster is empty; set it to the inventory group of the cluster (its first host is the head)")
@@ -186,7 +192,7 @@ class _Layout:
 
 
 def _network(name: str,
-             pairs: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[str, str, ipaddress.IPv4Network | None]:
+             pairs: Sequence[tuple[str, HostVars]]) -> tuple[str, str, ipaddress.IPv4Network | None]:
     """``(mode, docker_network, subnet)`` from the head's variables; every member must name the same network."""
     head_host, head_vars = pairs[0]
     docker_network = str(_var(head_vars, "ray_cluster_docker_network") or "").strip()
@@ -211,7 +217,7 @@ def _network(name: str,
     return mode, docker_network, subnet
 
 
-def _interface(layout: _Layout, host: str, variables: Mapping[str, Any]) -> str:
+def _interface(layout: _Layout, host: str, variables: HostVars) -> str:
     """The node's cluster interface: set, and not an enP2p… twin unless allowed."""
     interface = str(_var(variables, "ray_cluster_interface") or "").strip()
     if not interface:
@@ -226,7 +232,7 @@ def _interface(layout: _Layout, host: str, variables: Mapping[str, Any]) -> str:
     return interface
 
 
-def _node_address(layout: _Layout, index: int, host: str, variables: Mapping[str, Any],
+def _node_address(layout: _Layout, index: int, host: str, variables: HostVars,
                   seen: dict[str, str]) -> str | None:
     """``ray_cluster_node_ip`` of the node (None: probed later, host network only): in the subnet,
     not taken by an earlier node (``seen``: address → host, updated)."""
@@ -248,7 +254,7 @@ def _node_address(layout: _Layout, index: int, host: str, variables: Mapping[str
     return address
 
 
-def _node(layout: _Layout, index: int, host: str, variables: Mapping[str, Any], seen: dict[str, str]) -> dict[str, Any]:
+def _node(layout: _Layout, index: int, host: str, variables: HostVars, seen: dict[str, str]) -> SpecNode:
     """One node of the spec, without its environment and command line (``_complete`` adds them)."""
     interface = _interface(layout, host, variables)
     address = _node_address(layout, index, host, variables, seen)
@@ -283,7 +289,7 @@ def _node(layout: _Layout, index: int, host: str, variables: Mapping[str, Any], 
     }
 
 
-def cluster_spec(name: str, members: Any, gpus_per_node: int = GPUS_PER_NODE) -> dict[str, Any]:
+def cluster_spec(name: str, members: Any, gpus_per_node: int = GPUS_PER_NODE) -> ClusterSpec:
     """The cluster of inventory group ``name``: ``members`` = ``[(host, variables), ...]`` in
     inventory order (the first host is the head; variables as ``VARIABLES`` names them).
 
@@ -307,7 +313,7 @@ def cluster_spec(name: str, members: Any, gpus_per_node: int = GPUS_PER_NODE) ->
     seen: dict[str, str] = {}
     nodes = [_node(layout, index, host, variables, seen) for index, (host, variables) in enumerate(pairs)]
     bridge = mode == "bridge"
-    spec = {
+    spec: ClusterSpec = {
         "name": name, "head": head_host, "members": [h for h, _ in pairs], "ray_port": port, "head_address": None,
         "network": {"mode": mode, "docker_network": docker_network or None, "subnet": str(subnet) if subnet else None},
         "join_timeout_s": join_timeout,
@@ -330,7 +336,7 @@ def cluster_spec(name: str, members: Any, gpus_per_node: int = GPUS_PER_NODE) ->
     return spec
 
 
-def _node_env(n: Mapping[str, Any], head_address: str) -> dict[str, str]:
+def _node_env(n: SpecNode, head_address: str) -> dict[str, str]:
     """The node's container environment: NVIDIA's recipe, then ``vllm_server_env`` (which may not
     contradict the cluster's own addresses)."""
     env = {"VLLM_HOST_IP": n["address"], **{k: n["interface"] for k in _ENV_IFACE},
@@ -343,7 +349,7 @@ def _node_env(n: Mapping[str, Any], head_address: str) -> dict[str, str]:
     return env
 
 
-def _ray_start(n: Mapping[str, Any], port: int, head_address: str) -> list[str]:
+def _ray_start(n: SpecNode, port: int, head_address: str) -> list[str]:
     """The node's ``ray start --block`` command line."""
     cmd = ["ray", "start", "--block"]
     if n["role"] == "head":
@@ -361,7 +367,7 @@ def _ray_start(n: Mapping[str, Any], port: int, head_address: str) -> list[str]:
     return cmd
 
 
-def _complete(spec: dict[str, Any]) -> dict[str, Any]:
+def _complete(spec: ClusterSpec) -> ClusterSpec:
     """Fill head_address, every node's env and ``ray start`` command from the addresses."""
     nodes = spec["nodes"]
     head = nodes[0]
@@ -377,7 +383,7 @@ def _complete(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def with_addresses(spec: Mapping[str, Any], addresses: Mapping[str, Any]) -> dict[str, Any]:
+def with_addresses(spec: ClusterSpec, addresses: Mapping[str, str | None]) -> ClusterSpec:
     """A spec with ``address`` None on some nodes (host network, ``ray_cluster_node_ip`` empty)
     completed with ``addresses`` = ``{host: IPv4 of its interface}`` (probed by the role). A
     complete spec comes back unchanged. A missing address raises ``InputError``."""
@@ -402,12 +408,12 @@ def with_addresses(spec: Mapping[str, Any], addresses: Mapping[str, Any]) -> dic
     return _complete(out)
 
 
-def _unresolved_caches(nodes: Sequence[Mapping[str, Any]]) -> str:
+def _unresolved_caches(nodes: Sequence[SpecNode]) -> str:
     """Why some node's cache folders cannot be mounted ("" when every one is a real path)."""
     return "; ".join(m for m in (unresolved_message(n["caches"], f"Ray node {n['host']}") for n in nodes) if m)
 
 
-def with_homes(spec: Mapping[str, Any], homes: Mapping[str, Any]) -> dict[str, Any]:
+def with_homes(spec: ClusterSpec, homes: Mapping[str, str | None]) -> ClusterSpec:
     """The spec with each node's cache folders below its own unit's home (``homes``: ``{host:
     ansible_facts.user_dir}``; a node without one keeps ``<unit home>``, and ``unresolved_caches``
     says so: ``ray_cluster`` start refuses such a spec)."""
@@ -421,7 +427,7 @@ def with_homes(spec: Mapping[str, Any], homes: Mapping[str, Any]) -> dict[str, A
     return out
 
 
-def restart_plan(nodes: Sequence[Mapping[str, Any]], running: Mapping[str, Any]) -> dict[str, Any]:
+def restart_plan(nodes: Sequence[SpecNode], running: Mapping[str, bool]) -> RestartPlan:
     """Whether ``start`` must remove every node first and start the cluster afresh.
 
     ``nodes`` are the spec's nodes (head first), ``running`` maps each node's container name to

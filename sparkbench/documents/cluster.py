@@ -9,6 +9,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from .base import Above0, Block, Count, Int, NonNegative, Positive
+from .figures import SingleMedian
 
 
 # ------------------------------------------------------------------------------------------ cluster
@@ -72,10 +73,9 @@ class Verdict(Block):
     text: Any
 
 
-class Condition(Block):
+class Condition(Block, SingleMedian):
     condition: Literal["alone", "idle", "load"]
     label: str
-    decode_tok_s_median: Optional[float]
     requests: Count
     samples: list[float]
     verdict: Optional[Verdict]

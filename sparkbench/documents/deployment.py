@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, model_validator
 
 from .base import Closed, Count, Int, NonNegative, Positive
+from .figures import SingleMedian
 
 SCHEMA_VERSION = "1"
 #: = sparkbench.serve.record.KIND
@@ -26,7 +27,7 @@ State = Literal["deployed", "failed", "undeployed", "replaced"]
 FailedStage = Literal["start", "canary", "promote", "unreachable"]
 
 
-class RecordSource(Closed):
+class RecordSource(Closed, SingleMedian):
     ("the result the resident was deployed from (sparkbench.serve.source)")
     run: Optional[str]
     path: Optional[str]
@@ -37,7 +38,6 @@ class RecordSource(Closed):
     image_digest: Optional[str]
     model: Optional[str]
     model_revision: Optional[str]
-    decode_tok_s_median: Optional[NonNegative] = Field(description="the result's single-stream median [tok/s]")
 
 
 class Placement(Closed):
@@ -69,14 +69,13 @@ class CanaryVerdict(Closed):
     mdd_pct: Optional[NonNegative]
 
 
-class RecordCanary(Closed):
+class RecordCanary(Closed, SingleMedian):
     ("the canary's judgement against the source result (sparkbench.serve.canary.judge); samples: its requests' "
      "decode rates, the deployment's baseline for health.yml")
     passed: bool
     text: Optional[str]
     reason: Optional[str]
     requests: Optional[Count]
-    decode_tok_s_median: Optional[NonNegative]
     verdict: Optional[CanaryVerdict]
     samples: list[float]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from .base import (
     Above0,
@@ -25,6 +25,14 @@ from .base import (
 
 #: a mean acceptance length: the token every step makes, and the accepted drafts
 AtLeast1 = bounded(ge=1)
+
+
+class SingleMedian(BaseModel):
+    """A single-stream median decode rate [tok/s] under the key ``sparkbench.measure.figures``
+    declares (``SINGLE_DECODE.field``): mixed into the blocks that carry one beside ``single``
+    (a co-residence condition, a deployment record's source and canary)."""
+
+    decode_tok_s_median: Optional[NonNegative]
 
 
 class Percentiles(Block):

@@ -18,13 +18,77 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from .. import verdict as verdict_mod
 from ..measure.figures import SINGLE_DECODE
+from ..measure.shapes import SingleMedian
 from ..result import parse_measured
 
+if TYPE_CHECKING:
+    from ..host_failure import TaskResult
+    from .plan import InterferenceBlock
+
 CONDITIONS = ("alone", "idle", "load")
+
+
+class CoresidenceResident(TypedDict):
+    """A resident the variant was measured beside (``coresidence``'s ``residents``)."""
+
+    name: str
+    variant: str
+    port: int
+
+
+class CoresidenceCondition(SingleMedian):
+    """One condition of the ``coresidence`` block (``_condition``): its per-request decode rates, their
+    median (the key ``SINGLE_DECODE.field`` declares; the code writes and reads it through that), its
+    verdict against the variant alone (``sparkbench.verdict.compare_samples``; None for alone), why it
+    has no figures."""
+
+    condition: Literal["alone", "idle", "load"]
+    label: str
+    requests: int
+    samples: list[float]
+    verdict: dict[str, Any] | None
+    text: str | None
+    error: str | None
+
+
+class LoadRecord(TypedDict):
+    """A background load's own record (``_load_record``, from its measure document's arrival-rate block)."""
+
+    resident: str
+    status: str
+    requests: int
+    completed: int
+    achieved_rate: float | None
+    output_tok_s: float | None
+    stopped: str | None
+    error: str | None
+
+
+class CoresidenceBlock(TypedDict):
+    """The result's ``coresidence`` block (``coresidence``, the module docstring; its model:
+    ``sparkbench.documents.cluster.Coresidence``)."""
+
+    residents: list[CoresidenceResident]
+    load_rps: float
+    runs: int
+    conditions: list[CoresidenceCondition]
+    load: list[LoadRecord]
+
+
+class CoresidenceRow(TypedDict):
+    """The report's row of one co-resident condition (``rows``): median and alone decode rates, verdict text."""
+
+    host: str | None
+    variant: str | None
+    condition: str
+    label: str
+    median: float | None
+    alone: float | None
+    text: str
 
 
 def _label(condition: str, names: str, rps: float) -> str:
@@ -36,8 +100,8 @@ def _label(condition: str, names: str, rps: float) -> str:
     return f"under {names}'s {rps:g} req/s load"
 
 
-def _condition(condition: str, label: str, samples: list[float], alone: list[float],
-               error: str | None) -> dict[str, Any]:
+def _condition(condition: Literal["alone", "idle", "load"], label: str, samples: list[float], alone: list[float],
+               error: str | None) -> CoresidenceCondition:
     """One condition's figures and, beside the residents, its verdict against the variant alone."""
     verdict = None if condition == "alone" or error else verdict_mod.compare_samples(alone, samples)
     return {"condition": condition, "label": label,
@@ -46,7 +110,7 @@ def _condition(condition: str, label: str, samples: list[float], alone: list[flo
             "text": verdict["text"] if verdict else None, "error": error}
 
 
-def _run_error(run: Mapping[str, Any] | None, failure: str = "") -> str | None:
+def _run_error(run: TaskResult | None, failure: str = "") -> str | None:
     """Why a condition's measurement gave no figures (None when it did); ``failure``: why the
     interference steps stopped, when one failed."""
     run = run or {}
@@ -58,7 +122,7 @@ def _run_error(run: Mapping[str, Any] | None, failure: str = "") -> str | None:
     return None
 
 
-def _load_record(resident: str, text: Any) -> dict[str, Any]:
+def _load_record(resident: str, text: Any) -> LoadRecord:
     """A background load's own figures from its measure document (``--rate`` phase, stopped by SIGTERM)."""
     doc = parse_measured(text)
     if not isinstance(doc, Mapping):
@@ -70,8 +134,8 @@ def _load_record(resident: str, text: Any) -> dict[str, Any]:
             "output_tok_s": rate.get("output_tok_s"), "stopped": rate.get("stopped"), "error": None if rate else "the load recorded no arrival-rate block"}
 
 
-def coresidence(doc: Mapping[str, Any], block: Mapping[str, Any], idle: Mapping[str, Any] | None,
-                load: Mapping[str, Any] | None, load_outputs: Sequence[Any], failure: str = "") -> dict[str, Any]:
+def coresidence(doc: Mapping[str, Any], block: InterferenceBlock, idle: TaskResult | None,
+                load: TaskResult | None, load_outputs: Sequence[Any], failure: str = "") -> CoresidenceBlock:
     """The ``coresidence`` block (module docstring); ``failure``: why the steps stopped, if one failed."""
     names = ", ".join(r["name"] for r in block["residents"])
     alone = verdict_mod.samples(dict(doc), "single")
@@ -85,7 +149,7 @@ def coresidence(doc: Mapping[str, Any], block: Mapping[str, Any], idle: Mapping[
             "load_rps": block["load_rps"], "runs": block["runs"], "conditions": conditions, "load": loads}
 
 
-def rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+def rows(doc: Mapping[str, Any]) -> list[CoresidenceRow]:
     """The report's rows of one result: ``{host, variant, condition, label, median, alone, text}`` per
     co-resident condition (none without a ``coresidence`` block)."""
     block = doc.get("coresidence") if isinstance(doc, Mapping) else None
@@ -98,7 +162,7 @@ def rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
             for c in block.get("conditions") or [] if c.get("condition") != "alone"]
 
 
-def lines(found: Sequence[Mapping[str, Any]]) -> list[str]:
+def lines(found: Sequence[CoresidenceRow]) -> list[str]:
     """One line per row of ``rows``: what the run prints and the report's summary says."""
     def rate(x: Any) -> str:
         return "—" if x is None else f"{float(x):.2f} tok/s"

@@ -10,12 +10,17 @@ the unit's memory plan (``sparkbench.memory``) checks that in the variant's pref
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 from .. import measure_bundle
 from .. import settings as settings_mod
 from ..launch import reach_address
+
+if TYPE_CHECKING:
+    from ..plan_types import CoResident, PlanEntry, ProbeCommands
+    from ..settings import Settings
+    from .settings import InterferenceSettings
 
 #: Seconds the background load's schedule spans at most (it is stopped when the measurement ends;
 #: playbooks/tasks/interference.yml gives its async job this and 120 s).
@@ -27,17 +32,58 @@ SINGLE = {"concurrency": [], "context": [0], "quality": False, "image": False, "
 FIRST_OPTION = "--base-url"
 
 
-def _probes(argv: Sequence[str]) -> dict[str, str | None]:
+class _ResidentRequired(TypedDict):
+    name: str
+    variant: str
+    port: int
+    base_url: str
+    model: str
+
+
+class InterferenceResident(_ResidentRequired, total=False):
+    """A running resident an entry is measured beside (``entry_block``): where the unit reaches it,
+    the model it serves, its health URL."""
+
+    health_url: str
+
+
+class BackgroundLoad(TypedDict):
+    """One resident's background load (``_load``): its measure command line in a shell that records
+    its pid, the command that stops it, its output, pid and log files, measure's line when it sends."""
+
+    resident: str
+    out: str
+    pid_file: str
+    log: str
+    sending: str
+    start_argv: list[str]
+    stop_argv: list[str]
+
+
+class InterferenceBlock(TypedDict):
+    """A plan entry's ``interference`` (``entry_block``): the settings, the residents, their loads, the
+    single-stream measure command line beside them and the lines the plan's summary shows."""
+
+    load_rps: float
+    runs: int
+    load_output_tokens: int
+    residents: list[InterferenceResident]
+    loads: list[BackgroundLoad]
+    measure_argv: list[str]
+    lines: list[str]
+
+
+def _probes(argv: Sequence[str]) -> ProbeCommands:
     """The entry's ``--nvidia-smi`` / ``--kernel-log`` (None: measure's defaults)."""
-    out: dict[str, str | None] = {"nvidia_smi": None, "kernel_log": None}
+    out: ProbeCommands = {"nvidia_smi": None, "kernel_log": None}
     for key, flag in (("nvidia_smi", "--nvidia-smi"), ("kernel_log", "--kernel-log")):
         if flag in argv[:-1]:
             out[key] = str(argv[argv.index(flag) + 1])
     return out
 
 
-def _argv(entry: Mapping[str, Any], settings: Mapping[str, Any], base_url: str, model: str,
-          remote_dir: str, probes: Mapping[str, str | None]) -> list[str]:
+def _argv(entry: PlanEntry, settings: Settings, base_url: str, model: str,
+          remote_dir: str, probes: ProbeCommands) -> list[str]:
     """measure's command line with ``settings`` against ``base_url`` (the entry's python and probes)."""
     argv = list(entry["measure_argv"])
     return settings_mod.measure_argv(settings, python=argv[:argv.index(FIRST_OPTION)], base_url=base_url, model=model,
@@ -45,7 +91,7 @@ def _argv(entry: Mapping[str, Any], settings: Mapping[str, Any], base_url: str, 
                                      **probes)
 
 
-def _load(entry: Mapping[str, Any], r: Mapping[str, Any], s: Mapping[str, Any], remote_dir: str) -> dict[str, Any]:
+def _load(entry: PlanEntry, r: InterferenceResident, s: InterferenceSettings, remote_dir: str) -> BackgroundLoad:
     """One resident's background load: its command line in a shell that records its pid, the
     command that stops it (SIGTERM: measure records the requests sent so far) and its output file."""
     settings = settings_mod.normalize({**entry["settings"], **SINGLE, "runs": 1, "warmup": 0,
@@ -60,16 +106,18 @@ def _load(entry: Mapping[str, Any], r: Mapping[str, Any], s: Mapping[str, Any], 
             "stop_argv": ["sh", "-c", 'kill -TERM "$(cat "$0.pid")" 2>/dev/null || true', base]}
 
 
-def entry_block(entry: Mapping[str, Any], residents: Sequence[Mapping[str, Any]], s: Mapping[str, Any] | None,
-                remote_dir: str) -> dict[str, Any] | None:
+def entry_block(entry: PlanEntry, residents: Sequence[CoResident], s: InterferenceSettings | None,
+                remote_dir: str) -> InterferenceBlock | None:
     """The entry's ``interference`` block, None when off (``s`` None), without residents, or for a
     bracket or cluster entry. ``residents``: the unit's running residents ``{name, variant, port,
     listen, model}``."""
     running = [r for r in residents if r.get("model")]
     if s is None or not running or entry.get("bracket") or entry.get("cluster"):
         return None
-    rows = [{"name": str(r["name"]), "variant": str(r.get("variant")), "port": int(r["port"]),
-             "base_url": f"http://{reach_address(r.get('listen'))}:{int(r['port'])}", "model": str(r["model"])} for r in running]
+    rows: list[InterferenceResident] = [
+        {"name": str(r["name"]), "variant": str(r.get("variant")), "port": int(r["port"]),
+         "base_url": f"http://{reach_address(r.get('listen'))}:{int(r['port'])}", "model": str(r["model"])}
+        for r in running]
     for r in rows:
         r["health_url"] = f"{r['base_url']}/health"
     single = settings_mod.normalize({**entry["settings"], **SINGLE, "runs": s["runs"]})

@@ -12,13 +12,40 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .. import verdict as verdict_mod
 from ..errors import InputError
 
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+
+class InterferenceInput(TypedDict, total=False):
+    """``bench_interference`` as the inventory writes it (the module docstring; ``-e`` gives text)."""
+
+    load_rps: float | int | str
+    runs: int | str
+    load_output_tokens: int | str
+
+
+class InterferenceVariables(TypedDict):
+    """The host variable of the interference measurement (``VARIABLES``): a mapping, or off."""
+
+    bench_interference: InterferenceInput | bool | str | None
+
+
+class InterferenceSettings(TypedDict):
+    """``bench_interference`` checked (``settings``): the background load's rate per resident
+    (req/s), single-stream requests per co-resident condition, tokens per load request."""
+
+    load_rps: float
+    runs: int
+    load_output_tokens: int
+
+
 #: The host variable and its default (off).
-VARIABLES: dict[str, Any] = {"bench_interference": None}
+VARIABLES: InterferenceVariables = {"bench_interference": None}
 FIELDS = ("load_rps", "runs", "load_output_tokens")
 SHAPE = "bench_interference: {load_rps: 1.0} (optional: runs: 5, load_output_tokens: 256)"
 
@@ -35,7 +62,7 @@ def _number(value: Any, field: str, integer: bool, least: float, fix: str) -> fl
     return int(out) if integer else out
 
 
-def settings(value: Any, measure: Mapping[str, Any]) -> dict[str, Any] | None:
+def settings(value: Any, measure: Settings) -> InterferenceSettings | None:
     """The checked settings (``{load_rps, runs, load_output_tokens}``), None when off; ``measure``:
     the host's measurement settings (the defaults of ``runs`` and ``load_output_tokens``)."""
     if value in (None, "", False, {}) or (isinstance(value, str) and value.strip().lower() in ("false", "no", "off")):

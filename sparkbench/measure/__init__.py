@@ -17,7 +17,8 @@ level, errors, telemetry around phases), ``phases/`` (one module per phase, ``ph
 registry), ``document`` (the measured block of the result), and the checks' helpers (``quality``,
 ``sandbox``, ``tool_judge``, ``telemetry``, ``conditions``, ``metrics``, ``prompts``, ``profiles``,
 ``workload``, ``bandwidth`` (a hand run's bandwidth probe and the drop arithmetic every probe
-reading shares)).
+reading shares)); ``shapes`` declares ``JSON``, the chat requests and the document's blocks as
+``TypedDict`` classes (a block built by one helper module is declared beside its code).
 
 Definitions (docs/MEASUREMENT.md has the full text):
 

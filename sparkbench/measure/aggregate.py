@@ -3,19 +3,174 @@ a server (``pytest -m unit``). A phase sends, records and logs; the arithmetic l
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 from .common import inf_str
 from .figures import COMBINED, PER_STREAM_DECODE, SINGLE_DECODE, TTFT
 from .record import RequestRecord
-from .stats import count_waves, median, meets_slo, pcts, percentile, request_tpot, stat4
+from .shapes import DecodeSource, ParallelEntry, RunEntry, SingleBlock
+from .stats import Stat4, count_waves, median, meets_slo, pcts, percentile, request_tpot, stat4
 
 #: the median's bound where a run's decode figure has one (simulated ceilings)
 MEDIAN_BOUND = f"{SINGLE_DECODE.field}_bound"
 _OPTIONAL_SINGLE = (MEDIAN_BOUND, "decode_reason")
 
 
-def summarise_single(s: dict[str, Any], warmup_prompt_tokens: int | None) -> None:
+# ---- the serving phases' blocks (their rows and figures built here, the blocks by their phases) ----
+class ScheduleError(TypedDict):
+    """``rates[].schedule_error_ms``: actual - scheduled send [ms]; ``rate_figures``."""
+
+    p50: float | None
+    p99: float | None
+    max: float | None
+
+
+class _RateRowBase(TypedDict):
+    id: str
+    scheduled_s: float
+    sent: float | None
+    schedule_error_ms: float | None
+    ttft_s: float | None
+    tpot_s: float | None
+    e2e_s: float | None
+    output_tokens: int | None
+    good: bool | None
+    error: str | None
+
+
+class RateRow(_RateRowBase, total=False):
+    """``rates[].per_request[]``: one scheduled request; ``rate_row``."""
+
+    end: float
+    tpot_reason: str
+
+
+class RateFigures(TypedDict):
+    """An arrival-rate block's figures from its rows; ``rate_figures``."""
+
+    requests: int
+    completed: int
+    failed: int
+    start: float | None
+    end: float | None
+    duration_s: float | None
+    achieved_rate: float | None
+    output_tok_s: float | None
+    ttft_s: Stat4
+    tpot_s: Stat4
+    e2e_s: Stat4
+    schedule_error_ms: ScheduleError
+    slo: dict[str, float] | None
+    goodput: float | None
+    slo_met_share: float | None
+
+
+class _RateEntryBase(RateFigures):
+    rate: float | str
+    burstiness: float | str | None
+    seed: int | None
+    search: bool
+    max_concurrency: int | None
+    output_tokens: int | None
+    per_request: list[RateRow]
+
+
+class RateEntry(_RateEntryBase, total=False):
+    """``rates[]``: one arrival rate (or the replay, or a level of the search); ``phases.rates.block``.
+    ``output_tokens`` here is the length asked of every request (None for a replay)."""
+
+    replay: str
+    stopped: str
+    duration_reason: str
+    failed_reason: str
+
+
+class PrefixRow(TypedDict):
+    """``prefix_cache.per_request[]``: one request of the prefix-cache phase; ``phases.prefix_cache``."""
+
+    i: int
+    prompt_tokens: int | None
+    ttft_s: float | None
+    e2e_s: float | None
+    cached_tokens: int | None
+    error: str | None
+
+
+class PrefixFigures(TypedDict):
+    """The prefix-cache phase's TTFTs and prefill rate; ``prefix_figures``."""
+
+    cold_ttft_s: float | None
+    ttft_s: Stat4
+    prefill_tok_s: float | None
+
+
+class PrefixHits(TypedDict):
+    """The prefix-cache hit rate from the counters' deltas; ``prefix_hits``."""
+
+    hit_rate: float | None
+    hit_tokens: int | None
+    query_tokens: int | None
+    reason: str | None
+
+
+class PrefixCacheBlock(PrefixFigures, PrefixHits):
+    """``prefix_cache``: the prefix-cache phase; ``phases.prefix_cache``."""
+
+    prefix_tokens: int
+    suffix_tokens: int
+    output_tokens: int
+    requests: int
+    completed: int
+    failed: int
+    per_request: list[PrefixRow]
+
+
+class _TurnRowBase(TypedDict):
+    conversation: int
+    turn: int
+    prompt_tokens: int | None
+    ttft_s: float | None
+    decode_tok_s: float | None
+    decode_source: DecodeSource | None
+    cached_tokens: int | None
+    error: str | None
+
+
+class TurnRow(_TurnRowBase, total=False):
+    """``multi_turn.per_request[]``: one turn of one conversation; ``phases.multi_turn``."""
+
+    decode_reason: str
+
+
+class TurnFigures(TypedDict):
+    """``multi_turn.per_turn[]``: medians over one turn's completed requests; ``multi_turn_per_turn``."""
+
+    turn: int
+    requests: int
+    context_tokens: float | None
+    ttft_s: float | None
+    decode_tok_s: float | None
+    prefill_tok_s: float | None
+
+
+class _MultiTurnBase(TypedDict):
+    conversations: int
+    turns: int
+    turn_tokens: int
+    output_tokens: int
+    completed: int
+    failed: int
+    per_turn: list[TurnFigures]
+    per_request: list[TurnRow]
+
+
+class MultiTurnBlock(_MultiTurnBase, total=False):
+    """``multi_turn``: the multi-turn phase; ``phases.multi_turn`` (``reason``: why no turn was sent)."""
+
+    reason: str
+
+
+def summarise_single(s: SingleBlock, warmup_prompt_tokens: int | None) -> None:
     """The ``single`` block's figures from its ``runs`` (updated in place after every run):
     median/min/max decode over valid runs, median TTFT, counts, decode sources, the median's bound
     when a run has one, the prompt length when every run had one, why no run gave a figure."""
@@ -62,8 +217,8 @@ def _itl(ok: list[RequestRecord]) -> tuple[list[float], int, list[str]]:
     return itl, streams, missing
 
 
-def parallel_entry(n: int, records: list[RequestRecord], streams: list[dict[str, Any]], output_tokens: int,
-                   forced: bool, server_slots: int | None) -> dict[str, Any]:
+def parallel_entry(n: int, records: list[RequestRecord], streams: list[RunEntry], output_tokens: int,
+                   forced: bool, server_slots: int | None) -> ParallelEntry:
     """One ``parallel[]`` entry: combined tok/s = sum of completion tokens / (last token - first
     send), per-stream decode, TTFT and pooled ITL percentiles, the waves the server ran."""
     ok = [r for r in records if not r.error]
@@ -71,7 +226,7 @@ def parallel_entry(n: int, records: list[RequestRecord], streams: list[dict[str,
     itl, itl_streams, itl_missing = _itl(ok)
     tokens = [r.completion_tokens for r in ok]
     prompts = {s["prompt_tokens"] for s in streams if s["prompt_tokens"] is not None}
-    entry: dict[str, Any] = {
+    entry: ParallelEntry = {
         "concurrency": n, "requests": n, "completed": len(ok), "errors": n - len(ok),
         COMBINED.field: None, "per_stream_decode_tok_s": per_stream,
         PER_STREAM_DECODE.field: median(per_stream), "per_stream_n": len(per_stream),
@@ -102,7 +257,7 @@ def parallel_entry(n: int, records: list[RequestRecord], streams: list[dict[str,
     return entry
 
 
-def prefix_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def prefix_figures(rows: list[PrefixRow]) -> PrefixFigures:
     """The prefix-cache phase's TTFTs from its ``per_request`` rows: the first (cold) request's,
     the warm ones' p50/p90/p99/mean, and the warm prefill rate = prompt tokens / TTFT (median)."""
     ok = [r for r in rows if not r["error"]]
@@ -114,9 +269,9 @@ def prefix_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def prefix_hits(before: tuple[float, float] | None, after: tuple[float, float] | None,
-                why: str | None) -> dict[str, Any]:
+                why: str | None) -> PrefixHits:
     """Hit rate = Δ hits / Δ queries of vLLM's prefix-cache counters (tokens) over the phase."""
-    out: dict[str, Any] = {"hit_rate": None, "hit_tokens": None, "query_tokens": None, "reason": None}
+    out: PrefixHits = {"hit_rate": None, "hit_tokens": None, "query_tokens": None, "reason": None}
     if before is None or after is None:
         out["reason"] = why
         return out
@@ -130,7 +285,7 @@ def prefix_hits(before: tuple[float, float] | None, after: tuple[float, float] |
     return out
 
 
-def multi_turn_per_turn(rows: list[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
+def multi_turn_per_turn(rows: list[TurnRow], turns: int) -> list[TurnFigures]:
     """Per turn (completed requests only): median context, TTFT, decode and prefill rate."""
     out = []
     for turn in range(1, turns + 1):
@@ -145,13 +300,13 @@ def multi_turn_per_turn(rows: list[dict[str, Any]], turns: int) -> list[dict[str
 
 
 def rate_row(rec: RequestRecord, request_id: str, scheduled: float, t0: float, slo: dict[str, float] | None,
-             epoch: Callable[[float], float]) -> dict[str, Any]:
+             epoch: Callable[[float], float]) -> RateRow:
     """One arrival-rate request: scheduled and actual send, schedule error, TTFT, TPOT, e2e, good."""
     sent = rec.t_start if rec.t_start else None
-    row: dict[str, Any] = {"id": request_id, "scheduled_s": scheduled, "sent": epoch(sent) if sent else None,
-                           "schedule_error_ms": (sent - t0 - scheduled) * 1000.0 if sent else None,
-                           "ttft_s": None, "tpot_s": None, "e2e_s": None, "output_tokens": rec.completion_tokens,
-                           "good": False if slo else None, "error": None}
+    row: RateRow = {"id": request_id, "scheduled_s": scheduled, "sent": epoch(sent) if sent else None,
+                    "schedule_error_ms": (sent - t0 - scheduled) * 1000.0 if sent else None,
+                    "ttft_s": None, "tpot_s": None, "e2e_s": None, "output_tokens": rec.completion_tokens,
+                    "good": False if slo else None, "error": None}
     if rec.failure or rec.t_last is None:
         row["error"] = rec.failure or "no chunk carried content or reasoning"
         return row
@@ -165,8 +320,8 @@ def rate_row(rec: RequestRecord, request_id: str, scheduled: float, t0: float, s
     return row
 
 
-def rate_figures(rows: list[dict[str, Any]], records: list[RequestRecord], slo: dict[str, float] | None,
-                 epoch: Callable[[float], float]) -> dict[str, Any]:
+def rate_figures(rows: list[RateRow], records: list[RequestRecord], slo: dict[str, float] | None,
+                 epoch: Callable[[float], float]) -> RateFigures:
     """An arrival-rate block's figures from its rows: completed and failed, start and end (epoch s),
     achieved rate, output tok/s, TTFT/TPOT/e2e, schedule error, goodput = good / (last completion -
     first send) and slo_met_share = good / requests."""

@@ -19,7 +19,9 @@ import sys
 import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import TypedDict
+
+from .shapes import JSON, JSONObject
 
 #: A probe after the variant below this share of the probe before it marks the variant's figures.
 DROP_SHARE = 0.9
@@ -29,11 +31,73 @@ PROBE_TIMEOUT_S = 300
 CHECKOUT_PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bandwidth", "probe.py")
 
 
+class Spread(TypedDict, total=False):
+    """A bandwidth probe's repeats: min, max, quartiles [GB/s] (the probe's output)."""
+
+    min: float
+    max: float
+    p25: float
+    p75: float
+    iqr: float
+    repeats: int
+
+
+class Gemv(TypedDict, total=False):
+    """A GEMV of decode's shape timed by the probe on a GPU (the probe's output)."""
+
+    method: str
+    gbps: float
+    shape: list[int]
+    matrices: int
+    dtype: str
+    spread: Spread
+
+
+class _ReadingBase(TypedDict):
+    gbps: float | None
+    method: str
+    spread: Spread | None
+    when: str
+    device: str | None
+    simulated: bool
+    reason: str | None
+
+
+class BandwidthReading(_ReadingBase, total=False):
+    """One bandwidth probe's reading: ``run_probe`` on a hand run (with ``command``),
+    ``sparkbench.bandwidth.reading`` in the playbooks (with ``image``)."""
+
+    command: str
+    image: str
+    cost_s: float
+    gemv: Gemv | None
+    torch: str
+    seconds: float | None
+
+
+class BandwidthDrop(TypedDict):
+    """``protocol.bandwidth.drop``: the probe after below ``DROP_SHARE`` of the one before; ``block``."""
+
+    share: float
+    before_gbps: float
+    after_gbps: float
+    cause: str | None
+    text: str
+
+
+class BandwidthProbes(BandwidthReading):
+    """``protocol.bandwidth``: the reading before (its keys), the one ``after`` and the ``drop``;
+    ``block``."""
+
+    after: BandwidthReading | None
+    drop: BandwidthDrop | None
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_output(text: Any) -> dict[str, Any] | None:
+def parse_output(text: object) -> JSONObject | None:
     """The last line of ``text`` that is a JSON object with a ``gbps`` key, or None."""
     for line in reversed(str(text or "").splitlines()):
         line = line.strip()
@@ -48,13 +112,13 @@ def parse_output(text: Any) -> dict[str, Any] | None:
     return None
 
 
-def _quartile(reading: Mapping[str, Any], key: str) -> float | None:
+def _quartile(reading: BandwidthReading, key: str) -> float | None:
     spread = reading.get("spread")
     value = spread.get(key) if isinstance(spread, Mapping) else None
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def drop_of(before: Mapping[str, Any], after: Mapping[str, Any]) -> float | None:
+def drop_of(before: BandwidthReading, after: BandwidthReading) -> float | None:
     """``after / before`` (the readings' ``gbps``) when it is below ``DROP_SHARE`` and the
     quartiles, where both readings have them, do not overlap (``after.p75 < before.p25``); else
     None (no drop, or a figure missing)."""
@@ -75,7 +139,7 @@ def drop_text(share: float, before_gbps: float, after_gbps: float, why: str | No
     return text + (f"; cause: {why}" if why else "; no telemetry of this run names a cause")
 
 
-def default_command(hardware: Mapping[str, Any] | None) -> str | None:
+def default_command(hardware: Mapping[str, JSON] | None) -> str | None:
     """The checkout's probe program for a hand run with ``--hardware`` (None: no hardware, or no
     program beside the measure package, as in measure.pyz)."""
     if not hardware or not os.path.isfile(CHECKOUT_PROGRAM):
@@ -84,11 +148,11 @@ def default_command(hardware: Mapping[str, Any] | None) -> str | None:
     return shlex.join([sys.executable or "python3", "-I", CHECKOUT_PROGRAM, "--device", device])
 
 
-def run_probe(command: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
+def run_probe(command: str, timeout: float = PROBE_TIMEOUT_S) -> BandwidthReading:
     """One reading: the command's JSON object, or ``gbps: null`` with the reason."""
     t0 = time.monotonic()
-    base: dict[str, Any] = {"gbps": None, "method": "unknown", "spread": None, "when": utc_now(), "device": None,
-                            "simulated": False, "reason": None, "command": command}
+    base: BandwidthReading = {"gbps": None, "method": "unknown", "spread": None, "when": utc_now(), "device": None,
+                              "simulated": False, "reason": None, "command": command}
     try:
         proc = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=timeout)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
@@ -105,7 +169,7 @@ def run_probe(command: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any]:
     return {**reading, "cost_s": cost}
 
 
-def block(before: Mapping[str, Any], after: Mapping[str, Any] | None) -> dict[str, Any]:
+def block(before: BandwidthReading, after: BandwidthReading | None) -> BandwidthProbes:
     """``protocol.bandwidth`` of a hand run: the reading before, ``after`` and the ``drop``."""
     share = drop_of(before, after) if after else None
     drop = None

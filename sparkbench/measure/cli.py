@@ -6,7 +6,7 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, Callable, TypedDict
 
 from . import options
 from .common import (
@@ -22,7 +22,7 @@ from .common import (
     register_secret,
 )
 from .document import write_out
-from .options import OPTIONS, Option
+from .options import OPTIONS, Option, OptionValue
 from .profiles import default_profiles_dir, load_hardware
 from .quality import default_quality_file, load_quality
 from .session import Session
@@ -37,9 +37,22 @@ EPILOG = ("Exit status: 0 complete, 1 failed, 2 bad arguments or server unreacha
           "See docs/MEASUREMENT.md.")
 
 
-def _converter(o: Option) -> Any:
+class ArgumentOptions(TypedDict, total=False):
+    """The keyword arguments of one option's ``add_argument`` call; ``build_parser``."""
+
+    help: str
+    dest: str
+    action: str
+    choices: list[str]
+    default: OptionValue
+    type: Callable[[str], OptionValue]
+    required: bool
+    metavar: str
+
+
+def _converter(o: Option) -> Callable[[str], OptionValue]:
     """An argparse type for the option: its table rule, with argparse's own wording of a bad value."""
-    def conv(text: str) -> Any:
+    def conv(text: str) -> OptionValue:
         try:
             return options.parse_value(o, text)
         except options.BadValue as exc:
@@ -68,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=None,
                    help="Bearer token (default: $SPARKBENCH_API_KEY); never written to the output")
     for o in OPTIONS:
-        kw: dict[str, Any] = {"help": _help(o), "dest": o.dest}
+        kw: ArgumentOptions = {"help": _help(o), "dest": o.dest}
         if o.kind == "flag":
             kw["action"] = "store_true"
         elif o.kind == "choice":

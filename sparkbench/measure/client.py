@@ -10,10 +10,10 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 from .common import SCRIPT_VERSION, Abort, Interrupted
+from .shapes import JSON, ChatRequest
 
 CHECK_S = 0.05  # how often the stream reader checks timeouts and stalls [s]
 
@@ -362,8 +362,8 @@ def _take_body(c: _Conn, data: bytes, t: float) -> None:
 
 
 
-def post_json(ep: Endpoint, path: str, body: dict[str, Any], timeout: float
-              ) -> tuple[int | None, Any, str | None, float]:
+def post_json(ep: Endpoint, path: str, body: ChatRequest, timeout: float
+              ) -> tuple[int | None, JSON, str | None, float]:
     """One non-streaming POST: (HTTP status or None, parsed JSON body or None, error message or
     None, seconds from send to the whole response received)."""
     data = json.dumps(body).encode("utf-8")

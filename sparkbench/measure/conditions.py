@@ -6,10 +6,11 @@ import re
 import shlex
 import shutil
 import subprocess
-from typing import Any
+from typing import Literal, TypedDict
 
+from .bandwidth import BandwidthProbes
 from .stats import median
-from .telemetry import Telemetry, _meminfo_kb
+from .telemetry import GpuSample, Telemetry, _meminfo_kb
 
 #: clock_capped: the median graphics clock under load is below this share of the GPU's reported
 #: maximum. spark-gpu-throttle-check (hoesing, 6a27755) fails a GB10 below 1400 of 3003 MHz
@@ -32,14 +33,91 @@ MEMINFO_KEYS = {"mem_total_mib": "MemTotal", "mem_available_mib": "MemAvailable"
                 "cached_mib": "Cached", "swap_total_mib": "SwapTotal", "swap_free_mib": "SwapFree"}
 
 
-def read_meminfo_fields(path: str = "/proc/meminfo") -> dict[str, float | None] | None:
+# ---- the result's block -----------------------------------------------------------------------------
+class Meminfo(TypedDict):
+    """``protocol.memory_before`` / ``memory_after``: /proc/meminfo [MiB]; ``read_meminfo_fields``."""
+
+    mem_total_mib: float | None
+    mem_available_mib: float | None
+    mem_free_mib: float | None
+    cached_mib: float | None
+    swap_total_mib: float | None
+    swap_free_mib: float | None
+    swap_used_mib: float | None
+
+
+class SwapDelta(TypedDict):
+    """``protocol.swap``: pages swapped over the measured phases; ``swap_delta``."""
+
+    pswpin: int
+    pswpout: int
+    source: str
+
+
+class ClockJudgement(TypedDict):
+    """``protocol.clock``: the graphics clock under load against its maximum; ``judge_clock``."""
+
+    max_mhz: float | None
+    under_load_mhz: float | None
+    share_of_max: float | None
+    samples_under_load: int
+    idle_mhz: float | None
+    reason: str | None
+
+
+class KernelLog(TypedDict):
+    """``protocol.kernel_log``: the kernel-log lines new during the run; ``RunConditions``."""
+
+    source: str
+    new_lines: list[str]
+    new_lines_total: int
+    xid: list[str]
+    oom: list[str]
+
+
+class DropCaches(TypedDict):
+    """``protocol.drop_caches``: the page cache dropped before the variant (the controller fills
+    it, bench_drop_caches; measure writes null)."""
+
+    requested: bool
+    done: bool
+    reason: str | None
+
+
+class Flag(TypedDict):
+    """``protocol.flags[]``: a condition that marks the figures; ``protocol_flags`` and
+    ``document.finish`` (bandwidth_drop)."""
+
+    code: Literal["clock_capped", "host_swapped", "gpu_xid", "oom_kill", "bandwidth_drop"]
+    reason: str
+
+
+class _ProtocolBase(TypedDict):
+    memory_before: Meminfo | None
+    memory_after: Meminfo | None
+    swap: SwapDelta | None
+    clock: ClockJudgement
+    kernel_log: KernelLog | None
+    kernel_log_reason: str | None
+    drop_caches: DropCaches | None
+    flags: list[Flag]
+
+
+class ProtocolBlock(_ProtocolBase, total=False):
+    """``protocol``: the run conditions; ``RunConditions.finish`` (``bandwidth``: ``document.finish``
+    on a hand run that probed)."""
+
+    bandwidth: BandwidthProbes
+
+
+def read_meminfo_fields(path: str = "/proc/meminfo") -> Meminfo | None:
     """/proc/meminfo in MiB (kB / 1024, 1 decimal): MemTotal, MemAvailable, MemFree, Cached (page
     cache), SwapTotal, SwapFree and swap_used_mib = SwapTotal - SwapFree; None when unreadable."""
     vals = _meminfo_kb(path)
     if not vals or "MemTotal" not in vals:
         return None
-    out: dict[str, float | None] = {key: (round(vals[src] / 1024.0, 1) if src in vals else None)
-                                    for key, src in MEMINFO_KEYS.items()}
+    out: Meminfo = {key: (round(vals[src] / 1024.0, 1) if src in vals else None)  # swap_used_mib below
+                    for key, src in MEMINFO_KEYS.items()}
     st, sf = out["swap_total_mib"], out["swap_free_mib"]
     out["swap_used_mib"] = round(st - sf, 1) if st is not None and sf is not None else None
     return out
@@ -60,7 +138,7 @@ def read_vmstat(path: str = "/proc/vmstat") -> dict[str, int] | None:
     return vals if len(vals) == 2 else None
 
 
-def swap_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, Any] | None:
+def swap_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> SwapDelta | None:
     """Pages swapped in and out between two /proc/vmstat readings."""
     if not before or not after:
         return None
@@ -90,7 +168,7 @@ def new_kernel_lines(before: list[str], after: list[str]) -> list[str]:
     return [line for line in after if line.strip() and line not in seen]
 
 
-def judge_clock(samples: list[dict[str, Any]], idle: dict[str, Any] | None) -> dict[str, Any]:
+def judge_clock(samples: list[GpuSample], idle: GpuSample | None) -> ClockJudgement:
     """The clock under load from the samples taken while requests were in flight.
 
     A sample is under load when utilization.gpu >= LOAD_UTILIZATION_PCT, or, where the driver
@@ -117,7 +195,7 @@ def judge_clock(samples: list[dict[str, Any]], idle: dict[str, Any] | None) -> d
             loaded.append(clk)
     under = median(loaded)
     top = max(maxima) if maxima else None
-    out: dict[str, Any] = {"max_mhz": top, "under_load_mhz": under,
+    out: ClockJudgement = {"max_mhz": top, "under_load_mhz": under,
                            "share_of_max": round(under / top, 4) if under is not None and top else None,
                            "samples_under_load": len(loaded), "idle_mhz": idle_mhz, "reason": None}
     if not samples:
@@ -132,8 +210,8 @@ def judge_clock(samples: list[dict[str, Any]], idle: dict[str, Any] | None) -> d
     return out
 
 
-def protocol_flags(clock: dict[str, Any] | None, swap: dict[str, Any] | None,
-                   kernel: dict[str, Any] | None) -> list[dict[str, str]]:
+def protocol_flags(clock: ClockJudgement | None, swap: SwapDelta | None,
+                   kernel: KernelLog | None) -> list[Flag]:
     """The run-protocol flags, each ``{code, reason}``:
 
     * ``clock_capped``: at least CLOCK_MIN_SAMPLES samples under load and their median graphics
@@ -142,7 +220,7 @@ def protocol_flags(clock: dict[str, Any] | None, swap: dict[str, Any] | None,
     * ``host_swapped``: pswpin + pswpout grew by more than SWAP_PAGES_THRESHOLD pages;
     * ``gpu_xid`` / ``oom_kill``: new ``NVRM: Xid`` / OOM-killer lines in the kernel log.
     """
-    flags: list[dict[str, str]] = []
+    flags: list[Flag] = []
     if clock and clock.get("share_of_max") is not None and clock["samples_under_load"] >= CLOCK_MIN_SAMPLES:
         if clock["share_of_max"] < CLOCK_CAPPED_SHARE:
             flags.append({"code": "clock_capped", "reason": (
@@ -172,7 +250,7 @@ class RunConditions:
 
     def __init__(self, kernel_log: str | None) -> None:
         self.kernel_log = kernel_log or "dmesg"
-        self.memory_before: dict[str, float | None] | None = None
+        self.memory_before: Meminfo | None = None
         self.vm_before: dict[str, int] | None = None
         self.vm_after: dict[str, int] | None = None
         self.kernel_argv: list[str] = []
@@ -196,7 +274,7 @@ class RunConditions:
     def phase_ended(self) -> None:
         self.vm_after = read_vmstat()
 
-    def _kernel(self) -> tuple[dict[str, Any] | None, str | None]:
+    def _kernel(self) -> tuple[KernelLog | None, str | None]:
         if self.kernel_before is None:
             return None, self.kernel_reason
         after, why = read_kernel_log(self.kernel_argv)
@@ -207,7 +285,7 @@ class RunConditions:
                 "new_lines_total": len(new), "xid": [x for x in new if XID_RE.search(x)],
                 "oom": [x for x in new if OOM_RE.search(x)]}, None
 
-    def finish(self, tel: Telemetry | None, telemetry_reason: str | None) -> dict[str, Any]:
+    def finish(self, tel: Telemetry | None, telemetry_reason: str | None) -> ProtocolBlock:
         """The ``protocol`` block: memory before/after, swap over the measured phases, the clock
         under load, new kernel-log lines and the flags they raise."""
         kernel, kreason = self._kernel()

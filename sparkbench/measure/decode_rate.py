@@ -3,8 +3,8 @@ token counts from the server, times from the client's reads."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
+from .shapes import DecodeBound, DecodeSource, ServerTiming
 from .sse import StreamResult
 
 
@@ -25,11 +25,11 @@ class DecodeRate:
     tok_s: float | None
     first_chunk_tokens: int | None
     reason: str | None = None
-    source: str | None = None
+    source: DecodeSource | None = None
     first_inferred: bool = False
     first_max: int | None = None
-    bound: dict[str, Any] | None = None
-    server: dict[str, Any] | None = None
+    bound: DecodeBound | None = None
+    server: ServerTiming | None = None
     note: str | None = None
     retry: bool = False  # another attempt could give a figure (a burst, an error), not a structural gap
 
@@ -105,7 +105,7 @@ def decode_rate(res: StreamResult) -> DecodeRate:
 BUNCHED_SHARE = 0.5
 
 
-def with_engine_timing(d: DecodeRate, res: StreamResult, timing: dict[str, Any] | None) -> DecodeRate:
+def with_engine_timing(d: DecodeRate, res: StreamResult, timing: ServerTiming | None) -> DecodeRate:
     """The decode figure of a single-stream request given the engine's own timing of it
     (``metrics.engine_timing``), recorded beside the client's figure. The engine's figure
     (source ``server_metrics``) replaces the client's only where the client's reads could not

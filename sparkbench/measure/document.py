@@ -10,27 +10,29 @@ import platform
 import socket
 import sys
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import bandwidth as bandwidth_mod
+from .bandwidth import BandwidthReading
 from .client import Endpoint
 from .common import SCHEMA_VERSION, SCRIPT_VERSION, clean_json, inf_str, redact, utc_now
 from .figures import MEAN_ACCEPTANCE_LENGTH
-from .metrics import spec_delta, sum_spec_deltas
+from .metrics import SpecDecodeBlock, SpecFigures, spec_delta, sum_spec_deltas
 from .options import OPTIONS
-from .telemetry import Telemetry
+from .shapes import MeasuredDocument, SettingsBlock
+from .telemetry import Telemetry, TelemetryBlock
 
 if TYPE_CHECKING:
     from .session import Session
 
-_NO_SPEC = {"acceptance_per_position": None, MEAN_ACCEPTANCE_LENGTH.field: None, "draft_acceptance_rate": None,
-            "num_drafts": None}
+_NO_SPEC: SpecFigures = {"acceptance_per_position": None, MEAN_ACCEPTANCE_LENGTH.field: None,
+                         "draft_acceptance_rate": None, "num_drafts": None}
 
 
-def settings_block(args: argparse.Namespace, ep: Endpoint) -> dict[str, Any]:
+def settings_block(args: argparse.Namespace, ep: Endpoint) -> SettingsBlock:
     """The result's ``settings``: every option of the table as the run used it (the API key only
     as ``api_key_set``)."""
-    out: dict[str, Any] = {}
+    out: SettingsBlock = {}  # every key of the option table, below
     for o in OPTIONS:
         value = getattr(args, o.dest)
         if o.key == "base_url":
@@ -45,7 +47,7 @@ def settings_block(args: argparse.Namespace, ep: Endpoint) -> dict[str, Any]:
     return out
 
 
-def new_document(args: argparse.Namespace, ep: Endpoint) -> dict[str, Any]:
+def new_document(args: argparse.Namespace, ep: Endpoint) -> MeasuredDocument:
     """The document before the first request: every phase's block empty, status incomplete."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -77,7 +79,7 @@ def new_document(args: argparse.Namespace, ep: Endpoint) -> dict[str, Any]:
     }
 
 
-def spec_decode_block(s: Session) -> tuple[dict[str, Any] | None, str | None]:
+def spec_decode_block(s: Session) -> tuple[SpecDecodeBlock | None, str | None]:
     """(spec_decode, its reason): acceptance over the speed phases (single, parallel_N) with
     deltas added before dividing, and per phase."""
     phases = s.spec_phases
@@ -96,15 +98,15 @@ def spec_decode_block(s: Session) -> tuple[dict[str, Any] | None, str | None]:
     return top, None
 
 
-def telemetry_block(s: Session, tel: Telemetry) -> dict[str, Any]:
+def telemetry_block(s: Session, tel: Telemetry) -> TelemetryBlock:
     tel.close()
     phases = {ph: tel.summary(ph, s.phase_tokens.get(ph)) for ph in tel.samples}
     return {"source": "nvidia-smi", "command": " ".join(tel.argv), "interval_s": tel.interval,
             "query": ",".join(tel.query), "gpu_names": tel.gpu_names, "phases": phases}
 
 
-def finish(s: Session, status: str, tel: Telemetry | None, bandwidth_after: dict[str, Any] | None = None
-           ) -> dict[str, Any]:
+def finish(s: Session, status: str, tel: Telemetry | None, bandwidth_after: BandwidthReading | None = None
+           ) -> MeasuredDocument:
     """The document at the end of the run (JSON-clean: no NaN or infinity); ``protocol.bandwidth``
     from the hand run's probes (:mod:`.bandwidth`) when it ran them."""
     doc = s.doc
@@ -126,7 +128,7 @@ def finish(s: Session, status: str, tel: Telemetry | None, bandwidth_after: dict
     return clean_json(doc)
 
 
-def write_out(path: str, doc: dict[str, Any]) -> None:
+def write_out(path: str, doc: MeasuredDocument) -> None:
     """The document as JSON to ``path`` (atomically, mode as the umask says) or to stdout for "-"."""
     text = redact(json.dumps(doc, indent=2, ensure_ascii=False)) + "\n"
     if path == "-":

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from .figures import MEAN_ACCEPTANCE_LENGTH
+from .shapes import ServerTiming
 
 SPEC_PREFIX = "vllm:spec_decode_"
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -86,6 +87,29 @@ def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
     return samples
 
 
+class _SpecBase(TypedDict):
+    acceptance_per_position: list[float] | None
+    mean_acceptance_length: float | None
+    draft_acceptance_rate: float | None
+    num_drafts: int | None
+
+
+class SpecFigures(_SpecBase, total=False):
+    """Speculative-decoding figures over one interval or several; ``spec_delta`` (all
+    keys), ``document`` (no counts, with ``reason``, where there is nothing to count)."""
+
+    num_draft_tokens: int | None
+    num_accepted_tokens: int | None
+    reason: str
+
+
+class SpecDecodeBlock(SpecFigures):
+    """``spec_decode``: over the speed phases, and per phase; ``document.spec_decode_block``."""
+
+    phases_included: list[str]
+    by_phase: dict[str, SpecFigures]
+
+
 @dataclass
 class SpecCounters:
     """vLLM speculative-decoding counters summed over engines (label sets), one scrape."""
@@ -122,7 +146,7 @@ def spec_counters(samples: list[tuple[str, dict[str, str], float]]) -> SpecCount
     return SpecCounters(drafts, draft_tokens, accepted, per_pos)
 
 
-def spec_delta(before: SpecCounters | None, after: SpecCounters | None) -> dict[str, Any] | None:
+def spec_delta(before: SpecCounters | None, after: SpecCounters | None) -> SpecFigures | None:
     """Spec-decode figures over one interval from two scrapes.
 
     acceptance_per_position[i] = d per_pos[i] / d drafts; mean_acceptance_length = 1 + sum of
@@ -136,7 +160,7 @@ def spec_delta(before: SpecCounters | None, after: SpecCounters | None) -> dict[
     d_acc = after.accepted - before.accepted
     positions = sorted(set(before.per_pos) | set(after.per_pos))
     d_pos = [after.per_pos.get(p, 0.0) - before.per_pos.get(p, 0.0) for p in positions]
-    out: dict[str, Any] = {
+    out: SpecFigures = {
         "acceptance_per_position": None,
         MEAN_ACCEPTANCE_LENGTH.field: None,
         "draft_acceptance_rate": None,
@@ -158,7 +182,7 @@ def spec_delta(before: SpecCounters | None, after: SpecCounters | None) -> dict[
     return out
 
 
-def sum_spec_deltas(parts: list[tuple[SpecCounters, SpecCounters]]) -> dict[str, Any] | None:
+def sum_spec_deltas(parts: list[tuple[SpecCounters, SpecCounters]]) -> SpecFigures | None:
     """Spec-decode figures over several intervals: deltas are added before dividing."""
     if not parts:
         return None
@@ -220,7 +244,7 @@ def decode_counters(samples: list[tuple[str, dict[str, str], float]]) -> DecodeC
 
 
 def engine_timing(before: DecodeCounters | None, after: DecodeCounters | None,
-                  completion_tokens: int | None) -> dict[str, Any] | None:
+                  completion_tokens: int | None) -> ServerTiming | None:
     """One request's decode timing on the engine's clock, from two scrapes around it: vLLM's
     ``request_decode_time_seconds`` is the time from the request's first generated token to its
     last, so decode = (tokens - 1) / seconds, the formula measure uses on the client's clock.

@@ -21,10 +21,13 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Union
 from urllib.parse import urlsplit
 
 SLO_KEYS = ("ttft", "tpot", "e2e")
+#: An option's typed value (``parse_value``): a number, a text, a flag, a list of numbers, an SLO
+#: (``{ttft|tpot|e2e: seconds}``), or None (unset).
+OptionValue = Union[None, bool, int, float, str, list[int], list[float], dict[str, float]]
 
 
 @dataclass(frozen=True)
@@ -374,7 +377,7 @@ def setting_error(o: Option, value: Any) -> str | None:
 # ---- rules across options ------------------------------------------------------------------------
 
 
-def cross_errors(values: Mapping[str, Any], name: Callable[[str], str], unset: str = "null"
+def cross_errors(values: Mapping[str, OptionValue], name: Callable[[str], str], unset: str = "null"
                  ) -> list[tuple[str, str]]:
     """Problems between options as (key, message), over typed values keyed by option key (missing
     keys take the table's measure defaults); ``name(key)`` spells an option for the reader (a flag

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .common import Unreachable, log
 from .profiles import load_model_profile
+from .shapes import JSONObject, ServerBlock
 from .sse import error_message
 
 if TYPE_CHECKING:
     from .session import Session
 
 
-def _models(s: Session) -> list[dict[str, Any]]:
+def _models(s: Session) -> list[JSONObject]:
     """/health, then /v1/models' list (Unreachable with the reason)."""
     try:
         status, _ = s.ep.get("/health", timeout=15)
@@ -102,7 +103,7 @@ def _attach_profiles(s: Session) -> None:
                f"/models: the result carries profile.hardware only, so no roofline yet")
 
 
-def probe_llamacpp(s: Session, srv: dict[str, Any]) -> None:
+def probe_llamacpp(s: Session, srv: ServerBlock) -> None:
     """llama.cpp's llama-server: /props (total_slots, build_info, n_ctx), else /slots."""
     props = s.get_json("/props")
     if isinstance(props, dict):

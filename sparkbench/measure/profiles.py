@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from typing import Any
+
+from .shapes import JSON, JSONObject
 
 #: Where measure's data files live: in the checkout, profiles/ (the simulator's answer book reads
 #: quality.json there too); on a unit, inside ``measure.pyz`` (sparkbench.measure_bundle packs
@@ -52,7 +53,7 @@ def data_file(name: str) -> str:
     return beside if os.path.exists(beside) else os.path.join(checkout_profiles(), name)
 
 
-def read_json(path: str, option: str) -> Any:
+def read_json(path: str, option: str) -> JSON:
     """A JSON file an option names (or a file inside measure.pyz, ``<measure.pyz>/<name>``);
     ValueError with a one-line message naming the option."""
     member = _member(path)
@@ -74,7 +75,7 @@ def default_profiles_dir() -> str:
     return repo if os.path.isdir(repo) else install_dir()
 
 
-def _bandwidth(profile: Any) -> float | None:
+def _bandwidth(profile: JSON) -> float | None:
     if not isinstance(profile, dict):
         return None
     for key in ("memory_bandwidth_gbps", "bandwidth_gbs"):
@@ -108,7 +109,7 @@ def hardware_names(profiles_dir: str) -> list[str]:
     return names
 
 
-def load_hardware(spec: str, profiles_dir: str) -> tuple[dict[str, Any], str]:
+def load_hardware(spec: str, profiles_dir: str) -> tuple[JSONObject, str]:
     """The hardware profile named by --hardware (a name in profiles_dir, or a JSON file) and its
     path. Raises ValueError with a one-line message that names the option."""
     as_file = spec.endswith(".json") or os.sep in spec or os.path.isfile(spec)
@@ -138,7 +139,7 @@ def load_hardware(spec: str, profiles_dir: str) -> tuple[dict[str, Any], str]:
     return data, os.path.abspath(path)
 
 
-def load_model_profile(model: str, profiles_dir: str) -> tuple[dict[str, Any] | None, str | None]:
+def load_model_profile(model: str, profiles_dir: str) -> tuple[JSONObject | None, str | None]:
     """profiles_dir/models/<org>__<name>.json for a served model id, when it exists."""
     name = model.replace("/", "__") + ".json"
     for cand in (os.path.join(profiles_dir, "models", name), os.path.join(profiles_dir, name)):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any
+
+from .shapes import ChatMessage, ChatRequest
 
 TOPICS = [
     "how a lighthouse keeper's work changed when lamps were electrified",
@@ -111,12 +112,12 @@ COMPAT_USAGE = 1  # include_usage only, no extensions
 COMPAT_PLAIN = 2  # no stream_options at all
 
 
-def chat_body(model: str, messages: list[dict[str, Any]], max_tokens: int, forced: bool,
+def chat_body(model: str, messages: list[ChatMessage], max_tokens: int, forced: bool,
               compat: int, timings_per_token: bool = False) -> bytes:
     """A streamed chat completion request at a compatibility level (``COMPAT_*``); llama.cpp's
     ``timings_per_token`` is asked for at ``COMPAT_FULL`` when ``timings_per_token``."""
-    body: dict[str, Any] = {"model": model, "messages": messages, "stream": True,
-                            "max_tokens": max_tokens}
+    body: ChatRequest = {"model": model, "messages": messages, "stream": True,
+                         "max_tokens": max_tokens}
     if compat == COMPAT_FULL:
         body["max_completion_tokens"] = max_tokens
         body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}

@@ -6,14 +6,118 @@ import re
 import struct
 import unicodedata
 import zlib
-from typing import Any
+from typing import Literal, TypedDict
 
 from .profiles import data_file, read_json
-from .sandbox import Sandbox
+from .sandbox import Sandbox, SandboxInfo
+from .shapes import JSON
 from .sse import StreamResult
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 _CODE = re.compile(r"```[ \t]*(?:python3?|py)[^\n]*\n(.*?)```", re.S | re.I)
+
+
+# ---- the quality file (--quality-file; profiles/quality.json) --------------------------------------
+class QualityCheck(TypedDict, total=False):
+    """How one question is judged: ``type`` and that type's fields (the quality file)."""
+
+    type: str
+    max_chars: int
+    must_contain: list[str]
+    min_japanese_ratio: float
+    expected: JSON
+    function: str
+    asserts: list[str]
+
+
+class _QuestionBase(TypedDict):
+    id: str
+    prompt: str
+
+
+class QualityQuestion(_QuestionBase, total=False):
+    """One question of the quality file: asked by ``phases.quality``, judged by ``check_quality``."""
+
+    check: QualityCheck
+
+
+class _ImageSpecBase(TypedDict):
+    colours: dict[str, list[int]]
+
+
+class ImageSpec(_ImageSpecBase, total=False):
+    """The quality file's ``image`` section: the palette (name: RGB), the question, the PNG's size
+    and background; read by ``phases.image``."""
+
+    prompt: str
+    size: list[int]
+    background: list[int]
+
+
+class _QualityFileBase(TypedDict):
+    questions: list[QualityQuestion]
+
+
+class QualityFile(_QualityFileBase, total=False):
+    """The quality file as ``load_quality`` checked it (its other keys are notes)."""
+
+    image: ImageSpec
+
+
+# ---- the result's blocks ----------------------------------------------------------------------------
+class _QualityDetailsBase(TypedDict):
+    check: str | None
+
+
+class QualityDetails(_QualityDetailsBase, total=False):
+    """``quality[].details``: what the check of one question saw (its keys depend on the check
+    type); ``check_quality``."""
+
+    error: str
+    reason: str
+    chars: int
+    max_chars: int
+    missing: list[str]
+    japanese_ratio: float
+    min_japanese_ratio: float
+    finished: bool
+    expected: JSON
+    found: float | None
+    sandbox: SandboxInfo
+    defines_function: bool
+    asserts: int
+    output_tail: str
+
+
+class QualityEntry(TypedDict):
+    """``quality[]``: one quality question; ``phases.quality``."""
+
+    id: str
+    status: Literal["pass", "fail", "truncated", "skipped", "error"]
+    answer: str
+    reasoning_tokens: int | None
+    completion_tokens: int | None
+    finish_reason: str | None
+    details: QualityDetails
+
+
+class _ImageBase(TypedDict):
+    status: Literal["pass", "fail", "truncated", "error"]
+    answer: str
+    expected: str
+    shape: str
+    seed: int
+    named: list[str]
+    finish_reason: str | None
+    reasoning_tokens: int | None
+    completion_tokens: int | None
+    spec_decode_active: bool | None
+
+
+class ImageEntry(_ImageBase, total=False):
+    """``image``: the image question; ``phases.image``."""
+
+    error: str
 
 
 def final_answer(res: StreamResult) -> str:
@@ -44,13 +148,13 @@ def last_number(text: str) -> float | None:
 
 
 
-def check_quality(q: dict[str, Any], res: StreamResult, budget: int, sandbox: Sandbox | None
-                  ) -> tuple[str, dict[str, Any]]:
+def check_quality(q: QualityQuestion, res: StreamResult, budget: int, sandbox: Sandbox | None
+                  ) -> tuple[str, QualityDetails]:
     """Status (pass/fail/truncated/skipped/error) and details for one quality question."""
     check = q.get("check") or {}
     kind = check.get("type")
     answer = final_answer(res)
-    details: dict[str, Any] = {"check": kind}
+    details: QualityDetails = {"check": kind}
     if res.error:
         details["error"] = res.error
         return "error", details
@@ -104,7 +208,7 @@ def check_quality(q: dict[str, Any], res: StreamResult, budget: int, sandbox: Sa
 
 
 
-def load_quality(path: str) -> dict[str, Any]:
+def load_quality(path: str) -> QualityFile:
     """Read and sanity-check the quality file; raise ValueError with a one-line message."""
     data = read_json(path, "--quality-file")
     qs = data.get("questions") if isinstance(data, dict) else None

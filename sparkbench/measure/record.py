@@ -3,15 +3,15 @@ stream. Times are the client's reads (perf_counter seconds), token counts the se
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from .decode_rate import DecodeRate, decode_rate, itl_reason, itl_samples
+from .shapes import JSONObject, RunEntry
 from .sse import StreamResult
 
 NO_CONTENT = "no chunk carried content or reasoning"
 
 
-def cached_tokens(usage: dict[str, Any] | None) -> int | None:
+def cached_tokens(usage: JSONObject | None) -> int | None:
     """usage.prompt_tokens_details.cached_tokens when the server sent it (vLLM: only with
     --enable-prompt-tokens-details, and only when some tokens were cached), else None."""
     det = (usage or {}).get("prompt_tokens_details")
@@ -83,10 +83,10 @@ class RequestRecord:
         """The connection failed or broke off: the server may have gone (check it)."""
         return self.status is None or self.cut
 
-    def run_fields(self, requested: int) -> dict[str, Any]:
+    def run_fields(self, requested: int) -> RunEntry:
         """The ``single.runs[]`` / ``parallel[].per_stream[]`` entry (docs/MEASUREMENT.md)."""
         d, ct = self.decode, self.completion_tokens
-        rec: dict[str, Any] = {
+        rec: RunEntry = {
             "ttft_s": self.ttft if not self.error else None,
             "decode_tok_s": d.tok_s,
             "valid": d.tok_s is not None,

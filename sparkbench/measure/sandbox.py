@@ -7,7 +7,7 @@ import random
 import shutil
 import subprocess
 import tempfile
-from typing import Any
+from typing import Literal, TypedDict
 
 SANDBOX_TIMEOUT_S = 20.0
 SANDBOX_USER = 65534  # "nobody": the unshare sandbox drops to it when measure runs as root
@@ -22,6 +22,18 @@ cd "$PWD" || exit 97
 mount -o remount,bind,ro / || exit 97
 exec "$@"
 """
+
+
+class _SandboxBase(TypedDict):
+    kind: Literal["docker", "unshare", "none"]
+    protections: list[str]
+
+
+class SandboxInfo(_SandboxBase, total=False):
+    """``quality[].details.sandbox``: where generated code ran; ``Sandbox.describe``."""
+
+    image: str | None
+    reason: str
 
 
 class Sandbox:
@@ -85,8 +97,8 @@ class Sandbox:
             out.append(f"uid:{SANDBOX_USER}")
         return out
 
-    def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": self.kind, "protections": list(self.protections)}
+    def describe(self) -> SandboxInfo:
+        d: SandboxInfo = {"kind": self.kind, "protections": list(self.protections)}
         if self.kind == "docker":
             d["image"] = self.image
         if self.reason and self.kind == "none":

@@ -10,9 +10,9 @@ import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from . import bandwidth, document, probe
+from .bandwidth import BandwidthReading
 from .client import Endpoint, stream_requests
 from .common import Abort, Unreachable, log
 from .conditions import RunConditions
@@ -20,9 +20,13 @@ from .decode_rate import with_engine_timing
 from .metrics import DecodeCounters, SpecCounters, decode_counters, engine_timing, parse_prometheus, spec_counters
 from .phases import PHASES
 from .prompts import COMPAT_FULL, COMPAT_PLAIN, chat_body, speed_prompt
+from .quality import QualityFile
 from .record import RequestRecord
+from .shapes import JSON, ChatMessage, JSONObject, MeasuredDocument, RunEntry, WarningEntry
 from .sse import StreamResult, parse_sse
 from .telemetry import Telemetry, start_telemetry
+from .tool_judge import ToolsFile
+from .workload import ReplayRow
 
 #: chars per token of real prose before the server has counted a prompt (refined from usage).
 DEFAULT_CHARS_PER_TOKEN = 4.0
@@ -53,19 +57,19 @@ class Session:
         self.telemetry: Telemetry | None = None
         self.telemetry_reason: str | None = None
         self.conditions = RunConditions(args.kernel_log)
-        self.quality_data: dict[str, Any] | None = None
-        self.tools_data: dict[str, Any] | None = None
-        self.replay_data: list[dict[str, Any]] | None = None
-        self.hardware: tuple[dict[str, Any], str] | None = None
-        self.bandwidth_before: dict[str, Any] | None = None  # the hand run's probe before its first request
+        self.quality_data: QualityFile | None = None
+        self.tools_data: ToolsFile | None = None
+        self.replay_data: list[ReplayRow] | None = None
+        self.hardware: tuple[JSONObject, str] | None = None  # the --hardware profile and its file
+        self.bandwidth_before: BandwidthReading | None = None  # the hand run's probe before its first request
         self.llamacpp = False  # the server looks like llama.cpp's llama-server
         self.server_slots: int | None = None
         self.warmup_prompt_tokens: int | None = None
-        self.forcing_warning: dict[str, Any] | None = None
+        self.forcing_warning: WarningEntry | None = None
         self.model = ""
         self.chars_per_token: float | None = None  # measured by the context phase
         self.incomplete: list[str] = []  # why the run is incomplete although every phase ran
-        self.doc = document.new_document(args, self.ep)
+        self.doc: MeasuredDocument = document.new_document(args, self.ep)
 
     # ---- errors, warnings and reachability ----------------------------------------------------
 
@@ -73,9 +77,9 @@ class Session:
         self.doc["errors"].append({"phase": phase, "request": request, "message": message})
         log(f"{phase}: request {request}: {message}")
 
-    def warn(self, code: str, message: str, **extra: Any) -> dict[str, Any]:
+    def warn(self, code: str, message: str, **extra: int | None) -> WarningEntry:
         """A warning about the whole result: once in ``warnings`` and once on stderr."""
-        w: dict[str, Any] = {"code": code, "message": message, **extra}
+        w: WarningEntry = {"code": code, "message": message, **extra}
         self.doc["warnings"].append(w)
         log(f"WARNING: {message}")
         return w
@@ -87,7 +91,7 @@ class Session:
         except OSError as exc:
             raise Abort(f"server stopped answering during {phase}: {exc}") from None
 
-    def get_json(self, path: str, timeout: float = 15) -> Any:
+    def get_json(self, path: str, timeout: float = 15) -> JSON:
         """GET a JSON document; None when the route is absent or the answer is not JSON."""
         try:
             status, body = self.ep.get(path, timeout=timeout)
@@ -142,13 +146,13 @@ class Session:
         if self.telemetry:
             self.telemetry.in_flight(on)
 
-    def bodies(self, messages_list: list[list[dict[str, Any]]], max_tokens: int | list[int],
+    def bodies(self, messages_list: list[list[ChatMessage]], max_tokens: int | list[int],
                forced: bool) -> list[bytes]:
         """Request bodies at the session's compatibility level."""
         maxes = max_tokens if isinstance(max_tokens, list) else [max_tokens] * len(messages_list)
         return [chat_body(self.model, m, n, forced, self.compat, self.llamacpp) for m, n in zip(messages_list, maxes)]
 
-    def generate(self, phase: str, messages_list: list[list[dict[str, Any]]], max_tokens: int,
+    def generate(self, phase: str, messages_list: list[list[ChatMessage]], max_tokens: int,
                  forced: bool) -> list[RequestRecord]:
         """Stream a set of requests at once: one record each (``forced``: the length was forced).
 
@@ -174,7 +178,7 @@ class Session:
             records = self.received(phase, results, forced and self.compat == COMPAT_FULL)
             return records
 
-    def generate_one(self, phase: str, messages: list[dict[str, Any]], max_tokens: int,
+    def generate_one(self, phase: str, messages: list[ChatMessage], max_tokens: int,
                      forced: bool) -> RequestRecord:
         """One request alone on the server, its decode timed on the engine's clock too where the
         server exposes vLLM's per-request decode time (``decode_rate.with_engine_timing``)."""
@@ -203,7 +207,7 @@ class Session:
                     srv["version"], srv["version_source"] = r.system_fingerprint, "system_fingerprint"
                     log(f"server version {r.system_fingerprint} (from system_fingerprint)")
 
-    def speed_messages(self) -> list[dict[str, Any]]:
+    def speed_messages(self) -> list[ChatMessage]:
         return [{"role": "user", "content": speed_prompt(self.rng)}]
 
     def prompt_chars_per_token(self) -> float:
@@ -223,7 +227,7 @@ class Session:
             return f"{what} ({tokens} tokens with the output) does not fit max_model_len {mml}"
         return None
 
-    def check_length(self, phase: str, i: int, rec: dict[str, Any]) -> None:
+    def check_length(self, phase: str, i: int, rec: RunEntry) -> None:
         """A completed speed request that is not the requested length: listed in errors, and
         the forcing problem said once at the top of the result (warnings) and on stderr."""
         if rec["error"] or rec["length_ok"] is not False:
@@ -264,7 +268,7 @@ class Session:
             log(f"incomplete: {why}")
         return "incomplete" if self.incomplete else "complete"
 
-    def _bandwidth_probe(self, when: str) -> dict[str, Any] | None:
+    def _bandwidth_probe(self, when: str) -> BandwidthReading | None:
         """The bandwidth probe's reading (``--bandwidth-probe``, or the checkout's program with
         ``--hardware``), None when there is no probe to run."""
         command = self.args.bandwidth_probe or bandwidth.default_command(self.hardware[0] if self.hardware else None)
@@ -275,7 +279,7 @@ class Session:
         log(f"bandwidth probe: {reading['gbps']} GB/s" if reading["gbps"] else f"bandwidth probe: {reading['reason']}")
         return reading
 
-    def finish(self, status: str) -> dict[str, Any]:
+    def finish(self, status: str) -> MeasuredDocument:
         """The result document with its status, spec-decode, telemetry, run-condition and bandwidth blocks."""
         tel, self.telemetry = self.telemetry, None
         after = self._bandwidth_probe("after") if self.bandwidth_before else None

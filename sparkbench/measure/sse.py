@@ -6,9 +6,10 @@ import bisect
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from .client import RawStream, error_message
+from .shapes import JSONObject, ServerTiming
 
 
 def _dechunk(raw: RawStream) -> tuple[bytes, Callable[[int], float]]:
@@ -74,7 +75,7 @@ class StreamResult:
     finish_reason: str | None = None
     done: bool = False
     cut: bool = False  # the stream broke off (transport error or closed before finish_reason)
-    usage: dict[str, Any] | None = None
+    usage: JSONObject | None = None  # the last ``usage`` object (OpenAI), as the server sent it
     t_first: float | None = None  # first chunk carrying content or reasoning
     t_last: float | None = None  # last chunk carrying content or reasoning
     tokens_first: int | None = None  # running token count on the first carrying chunk
@@ -83,7 +84,7 @@ class StreamResult:
     marks: list[tuple[float, int | None]] = field(default_factory=list)  # (time, cumulative tokens)
     usage_marks: int = 0  # carrying chunks whose count came from usage.completion_tokens
     timing_marks: int = 0  # carrying chunks whose count came from timings.predicted_n (llama.cpp)
-    timings: dict[str, Any] | None = None  # the last ``timings`` object (llama.cpp)
+    timings: JSONObject | None = None  # the last ``timings`` object (llama.cpp), as the server sent it
     system_fingerprint: str | None = None
 
     @property
@@ -117,7 +118,7 @@ class StreamResult:
         llama.cpp's per-token timings)."""
         return bool(self.marks) and all(m[1] is not None for m in self.marks)
 
-    def server_timing(self) -> dict[str, Any] | None:
+    def server_timing(self) -> ServerTiming | None:
         """The server's own per-request decode timing (llama.cpp ``timings``): predicted_n tokens,
         the first to the last over predicted_ms; decode_tok_s = (predicted_n - 1) / predicted_ms,
         the same formula as ours (tokens after the first / time from the first to the last)."""
@@ -125,10 +126,10 @@ class StreamResult:
         n, ms = t.get("predicted_n"), t.get("predicted_ms")
         if not isinstance(n, int) or isinstance(n, bool) or not isinstance(ms, (int, float)):
             return None
-        out: dict[str, Any] = {"predicted_n": n, "predicted_ms": float(ms),
-                               "predicted_per_second": t.get("predicted_per_second")
-                               if isinstance(t.get("predicted_per_second"), (int, float)) else None,
-                               "decode_tok_s": (n - 1) / ms * 1000.0 if n >= 2 and ms > 0 else None}
+        out: ServerTiming = {"predicted_n": n, "predicted_ms": float(ms),
+                             "predicted_per_second": t.get("predicted_per_second")
+                             if isinstance(t.get("predicted_per_second"), (int, float)) else None,
+                             "decode_tok_s": (n - 1) / ms * 1000.0 if n >= 2 and ms > 0 else None}
         return out
 
 

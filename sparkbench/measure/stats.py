@@ -4,6 +4,21 @@ from __future__ import annotations
 
 import math
 import random
+from typing import TypedDict
+
+
+class Percentiles(TypedDict):
+    """p50/p90/p99 of a list (None when it is empty); ``pcts``."""
+
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class Stat4(Percentiles):
+    """p50/p90/p99 and the mean; ``stat4``."""
+
+    mean: float | None
 
 
 def count_waves(spans: list[tuple[float, float]]) -> tuple[int, int]:
@@ -45,7 +60,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def pcts(values: list[float]) -> dict[str, float | None]:
+def pcts(values: list[float]) -> Percentiles:
     """p50, p90 and p99 of ``values``."""
     return {"p50": percentile(values, 50), "p90": percentile(values, 90), "p99": percentile(values, 99)}
 
@@ -131,7 +146,7 @@ def meets_slo(slo: dict[str, float] | None, ttft: float | None, tpot: float | No
     return all(got[k] is not None and got[k] <= v for k, v in (slo or {}).items())
 
 
-def stat4(values: list[float]) -> dict[str, float | None]:
+def stat4(values: list[float]) -> Stat4:
     """p50, p90, p99 and the mean (None for each when ``values`` is empty)."""
     out = pcts(values)
     out["mean"] = sum(values) / len(values) if values else None

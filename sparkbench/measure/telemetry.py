@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import threading
 import time
-from typing import Any
+from typing import TypedDict, Union
 
 from .common import log
 from .stats import median
@@ -35,6 +35,83 @@ _SMI_KNOWN = set(SMI_FIELDS) | set(SMI_ALIASES) | _SMI_TEXT
 _NA = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "", "[gpu is lost]"}
 
 
+#: One GPU's row of nvidia-smi's CSV, by query field name (``power.draw``, ``name``, ...): a
+#: number, a text field's string, or None for N/A; ``parse_nvidia_smi_csv``.
+SmiRow = dict[str, Union[float, str, None]]
+
+
+class GpuFigures(TypedDict):
+    """One sample across GPUs: power summed [W], temperature max [C], SM clock and utilization
+    mean, GPU memory summed [MiB] (None where every GPU reads N/A); ``aggregate_gpus``."""
+
+    power_w: float | None
+    temperature_c: float | None
+    sm_clock_mhz: float | None
+    utilization_pct: float | None
+    gpu_memory_used_mib: float | None
+
+
+class ClockFigures(TypedDict):
+    """The clock fields of one sample across GPUs; ``aggregate_clocks``."""
+
+    graphics_clock_mhz: float | None
+    max_graphics_clock_mhz: float | None
+    clock_event_reasons: list[str]
+
+
+class GpuSample(GpuFigures, ClockFigures):
+    """One telemetry sample: the GPUs' figures, used host memory [MiB] and ``t`` (perf_counter s,
+    the midpoint of the nvidia-smi call); ``Telemetry.sample_once``."""
+
+    memory_used_mib: float | None
+    t: float
+
+
+# ---- the result's block -----------------------------------------------------------------------------
+class MeanMax(TypedDict):
+    """Mean and max of one field over a phase's GPU samples; ``Telemetry.summary``."""
+
+    mean: float | None
+    max: float | None
+
+
+class GraphicsClock(MeanMax):
+    """The graphics clock over a phase's samples [MHz], with its median; ``Telemetry.summary``."""
+
+    p50: float | None
+
+
+class TelemetryPhase(TypedDict):
+    """``telemetry.phases.<phase>``: one phase's GPU statistics and energy; ``Telemetry.summary``."""
+
+    samples: int
+    duration_s: float
+    power_w: MeanMax
+    temperature_c: MeanMax
+    sm_clock_mhz: MeanMax
+    graphics_clock_mhz: GraphicsClock
+    max_graphics_clock_mhz: float | None
+    clock_event_reasons: list[str]
+    utilization_pct: MeanMax
+    memory_used_mib: MeanMax
+    memory_source: str
+    gpu_memory_used_mib: MeanMax | None
+    energy_j: float | None
+    completion_tokens: int | None
+    tokens_per_joule: float | None
+
+
+class TelemetryBlock(TypedDict):
+    """``telemetry``: nvidia-smi per phase; ``document.telemetry_block``."""
+
+    source: str
+    command: str
+    interval_s: float
+    query: str
+    gpu_names: list[str]
+    phases: dict[str, TelemetryPhase]
+
+
 def _smi_number(text: str) -> float | None:
     t = text.strip()
     if t.lower() in _NA:
@@ -43,7 +120,7 @@ def _smi_number(text: str) -> float | None:
     return float(m.group(0)) if m else None
 
 
-def parse_nvidia_smi_csv(text: str, fields: list[str] | None = None) -> list[dict[str, Any]]:
+def parse_nvidia_smi_csv(text: str, fields: list[str] | None = None) -> list[SmiRow]:
     """Parse ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` output.
 
     With a header line the columns are matched by name (units such as ``[W]`` stripped, canonical
@@ -70,7 +147,7 @@ def parse_nvidia_smi_csv(text: str, fields: list[str] | None = None) -> list[dic
             if header or len(cells) != len(SMI_FIELDS_LEGACY):
                 continue
             use = SMI_FIELDS_LEGACY
-        row: dict[str, Any] = {}
+        row: SmiRow = {}
         for name, cell in zip(use, cells):
             if name in _SMI_TEXT:
                 row[name] = None if cell.lower() in _NA else cell
@@ -106,7 +183,7 @@ def read_meminfo(path: str = "/proc/meminfo") -> float | None:
     return None
 
 
-def aggregate_gpus(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+def aggregate_gpus(rows: list[SmiRow]) -> GpuFigures:
     """One sample across GPUs: power summed [W], temperature max [C], SM clock mean [MHz],
     utilization mean [%], GPU memory used summed [MiB] (None where every GPU reads N/A)."""
 
@@ -121,7 +198,7 @@ def aggregate_gpus(rows: list[dict[str, Any]]) -> dict[str, float | None]:
             "gpu_memory_used_mib": sum(m) if m else None}
 
 
-def aggregate_clocks(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregate_clocks(rows: list[SmiRow]) -> ClockFigures:
     """The clock fields of one sample across GPUs: ``graphics_clock_mhz`` = mean of
     ``clocks.current.graphics`` [MHz] (``clocks.sm`` where the graphics clock is not reported, as in
     the eight-field set), ``max_graphics_clock_mhz`` = the highest ``clocks.max.graphics`` [MHz]
@@ -152,16 +229,16 @@ class Telemetry:
         self.last_error: str | None = None
         self.lock = threading.Lock()
         self.phase: str | None = None
-        self.samples: dict[str, list[dict[str, Any]]] = {}
+        self.samples: dict[str, list[GpuSample]] = {}
         self.bounds: dict[str, list[float]] = {}
         self.flight: list[list[float]] = []  # [start, end] perf_counter spans with requests in flight
         self.gpu_names: list[str] = []
-        self.idle: dict[str, Any] | None = None
+        self.idle: GpuSample | None = None
         self.stop_ev = threading.Event()
         self.wake = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
 
-    def sample_once(self) -> dict[str, Any] | None:
+    def sample_once(self) -> GpuSample | None:
         """One sample (``t`` = midpoint of the nvidia-smi call, perf_counter seconds), or None with
         ``last_error`` saying why."""
         while True:
@@ -190,7 +267,7 @@ class Telemetry:
             return None
         if not self.gpu_names:
             self.gpu_names = [str(x.get("name")) for x in rows if x.get("name")]
-        s: dict[str, Any] = aggregate_gpus(rows)
+        s: GpuSample = aggregate_gpus(rows)  # with the clocks, memory and time below
         s.update(aggregate_clocks(rows))
         s["memory_used_mib"] = read_meminfo()
         s["t"] = (t0 + t1) / 2.0
@@ -241,7 +318,7 @@ class Telemetry:
         if self.thread.is_alive():
             self.thread.join(timeout=15)
 
-    def summary(self, phase: str, tokens: int | None) -> dict[str, Any]:
+    def summary(self, phase: str, tokens: int | None) -> TelemetryPhase:
         """Per-phase statistics; energy_j = mean power [W] x phase duration [s];
         tokens_per_joule = completion tokens of the phase / energy_j; graphics_clock_mhz
         {mean, max, p50} over the phase's samples [MHz], max_graphics_clock_mhz the highest
@@ -251,7 +328,7 @@ class Telemetry:
             t0, t1 = self.bounds.get(phase, [0.0, 0.0])
         dur = max(0.0, t1 - t0)
 
-        def stat(k: str) -> dict[str, float | None]:
+        def stat(k: str) -> MeanMax:
             v = [s[k] for s in ss if isinstance(s.get(k), (int, float))]
             return {"mean": sum(v) / len(v) if v else None, "max": max(v) if v else None}
 
@@ -273,7 +350,7 @@ class Telemetry:
             "tokens_per_joule": (tokens / energy) if (energy and tokens) else None,
         }
 
-    def load_samples(self) -> list[dict[str, Any]]:
+    def load_samples(self) -> list[GpuSample]:
         """The samples of every phase that were taken while requests were in flight."""
         with self.lock:
             spans = [(a, b) for a, b in self.flight]

@@ -5,9 +5,10 @@ import itertools
 import json
 import math
 import re
-from typing import Any
+from typing import Literal, TypedDict
 
 from .profiles import data_file, read_json
+from .shapes import JSON, ChatMessage, JSONObject, NamedToolChoice, ToolSpec
 
 # --------------------------------------------------------------------------------------------
 # Tool-call check (--tools): BFCL-AST style judging of OpenAI tool_calls
@@ -24,12 +25,109 @@ TOOL_TEXT_RE = re.compile(
 TOOL_EXCERPT = 200
 
 
+# ---- the tools file and the result's block ---------------------------------------------------------
+class _ExpectedCallBase(TypedDict):
+    name: str
+
+
+class ExpectedCall(_ExpectedCallBase, total=False):
+    """A call a tool prompt expects: the tool, and per argument its acceptable value(s) (the tools file)."""
+
+    arguments: JSONObject
+
+
+class _PromptSpecBase(TypedDict):
+    id: str
+    category: str
+    expected: list[ExpectedCall]
+
+
+class ToolPromptSpec(_PromptSpecBase, total=False):
+    """One prompt of the tools file: its text (``prompt``) or ``messages``, the tools it offers
+    (names; all when absent); asked by ``phases.tools``."""
+
+    prompt: str
+    messages: list[ChatMessage]
+    tools: list[str]
+
+
+class ToolsFile(TypedDict):
+    """The tools file as ``load_tools`` checked it (its other keys are notes)."""
+
+    tools: list[ToolSpec]
+    prompts: list[ToolPromptSpec]
+
+
+class ParsedCall(TypedDict):
+    """A call whose arguments parsed to a JSON object, as ``judge_tool_calls`` matches it."""
+
+    name: str
+    arguments: JSONObject
+
+
+class ToolCallEntry(TypedDict):
+    """``tools.prompts[].calls[]``: one call as the model made it (``arguments`` parsed when it is a
+    JSON object, else as sent); ``judge_tool_calls``."""
+
+    name: str | None
+    arguments: JSON
+
+
+class ToolVerdict(TypedDict):
+    """One prompt's verdict, BFCL-AST buckets; ``judge_tool_calls``."""
+
+    verdict: Literal["pass", "fail", "skipped"]
+    bucket: str | None
+    reason: str | None
+    calls: list[ToolCallEntry]
+    content_excerpt: str | None
+
+
+class ToolPromptEntry(ToolVerdict):
+    """``tools.prompts[]``: one tool prompt, asked and judged (or skipped); ``phases.tools``."""
+
+    id: str
+    category: str
+    expected: list[ExpectedCall]
+    finish_reason: str | None
+    latency_s: float | None
+    completion_tokens: int | None
+
+
+class CategoryCount(TypedDict):
+    """``tools.by_category.<category>``: judged prompts that passed, of all judged; ``summarise_tools``."""
+
+    passed: int
+    total: int
+
+
+class ToolsSummary(TypedDict):
+    """The tool-call check's counts; ``summarise_tools``."""
+
+    passed: int
+    failed: int
+    skipped: int
+    total: int
+    by_category: dict[str, CategoryCount]
+    by_bucket: dict[str, int]
+
+
+class ToolsBlock(ToolsSummary):
+    """``tools``: the tool-call check; ``phases.tools``."""
+
+    tool_choice: str
+    file: str
+    max_tokens: int
+    prompts: list[ToolPromptEntry]
+    reason: str | None
+
+
 def default_tools_file() -> str:
     """measure.pyz's own tools.json, else the one beside the package, else the checkout's."""
     return data_file("tools.json")
 
 
-def load_tools(path: str) -> dict[str, Any]:
+def load_tools(path: str) -> ToolsFile:
     """Read and sanity-check the tools file; raise ValueError with a one-line message."""
     what = f"--tools-file: {path}"
     data = read_json(path, "--tools-file")
@@ -59,7 +157,7 @@ def load_tools(path: str) -> dict[str, Any]:
     return data
 
 
-def prompt_tools(prompt: dict[str, Any], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def prompt_tools(prompt: ToolPromptSpec, tools: list[ToolSpec]) -> list[ToolSpec]:
     """The tools a prompt offers: its 'tools' subset (by name), else all of them."""
     sub = prompt.get("tools")
     if not sub:
@@ -67,7 +165,7 @@ def prompt_tools(prompt: dict[str, Any], tools: list[dict[str, Any]]) -> list[di
     return [t for t in tools if t["function"]["name"] in sub]
 
 
-def _json_type_ok(value: Any, typ: Any) -> bool:
+def _json_type_ok(value: JSON, typ: JSON) -> bool:
     """JSON-schema ``type`` check of a parsed JSON value (2.0 counts as an integer, booleans are
     not numbers)."""
     if isinstance(typ, list):
@@ -90,7 +188,7 @@ def _json_type_ok(value: Any, typ: Any) -> bool:
     return True  # no type or an unknown one: not checked
 
 
-def schema_errors(args: dict[str, Any], params: dict[str, Any]) -> list[str]:
+def schema_errors(args: JSONObject, params: JSONObject) -> list[str]:
     """Why ``args`` does not fit a tool's ``parameters`` schema (required, extra, type, enum,
     minimum/maximum), one reason per problem; empty when it fits."""
     props = params.get("properties") or {}
@@ -115,7 +213,7 @@ def schema_errors(args: dict[str, Any], params: dict[str, Any]) -> list[str]:
     return errs
 
 
-def _value_matches(value: Any, acceptable: list[Any]) -> bool:
+def _value_matches(value: JSON, acceptable: list[JSON]) -> bool:
     for want in acceptable:
         if isinstance(want, str) and isinstance(value, str):
             if value.strip().casefold() == want.strip().casefold():
@@ -129,7 +227,7 @@ def _value_matches(value: Any, acceptable: list[Any]) -> bool:
     return False
 
 
-def _judge_one(call: dict[str, Any], exp: dict[str, Any], schemas: dict[str, dict[str, Any]]) -> tuple[int, str, str]:
+def _judge_one(call: ParsedCall, exp: ExpectedCall, schemas: dict[str, JSONObject]) -> tuple[int, str, str]:
     """(severity, bucket, reason) of one call against one expected call; severity 0 = pass."""
     name = call["name"]
     if name != exp["name"]:
@@ -151,8 +249,8 @@ def _judge_one(call: dict[str, Any], exp: dict[str, Any], schemas: dict[str, dic
     return 0, "", ""
 
 
-def _match_calls(calls: list[dict[str, Any]], expected: list[dict[str, Any]],
-                 schemas: dict[str, dict[str, Any]]) -> tuple[int, str, str]:
+def _match_calls(calls: list[ParsedCall], expected: list[ExpectedCall],
+                 schemas: dict[str, JSONObject]) -> tuple[int, str, str]:
     """Best assignment of calls to expected calls (any order): the worst pair of the assignment
     with the least total severity; (severity, bucket, reason)."""
     best: tuple[int, int, str, str] | None = None
@@ -168,8 +266,8 @@ def _match_calls(calls: list[dict[str, Any]], expected: list[dict[str, Any]],
     return best[1], best[2], best[3]
 
 
-def judge_tool_calls(prompt: dict[str, Any], tools: list[dict[str, Any]], message: dict[str, Any] | None,
-                     finish_reason: str | None) -> dict[str, Any]:
+def judge_tool_calls(prompt: ToolPromptSpec, tools: list[ToolSpec], message: JSON,
+                     finish_reason: str | None) -> ToolVerdict:
     """Judge one chat completion ``message`` against the prompt's expected calls, BFCL-AST style.
 
     Returns ``{"verdict": pass|fail, "bucket", "reason", "calls", "content_excerpt"}``. Buckets:
@@ -183,9 +281,9 @@ def judge_tool_calls(prompt: dict[str, Any], tools: list[dict[str, Any]], messag
     content = message.get("content") if isinstance(message.get("content"), str) else ""
     expected = prompt.get("expected") or []
     schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
-    out: dict[str, Any] = {"verdict": "pass", "bucket": None, "reason": None, "calls": [], "content_excerpt": None}
+    out: ToolVerdict = {"verdict": "pass", "bucket": None, "reason": None, "calls": [], "content_excerpt": None}
 
-    def fail(bucket: str, reason: str, excerpt: bool = False) -> dict[str, Any]:
+    def fail(bucket: str, reason: str, excerpt: bool = False) -> ToolVerdict:
         out.update(verdict="fail", bucket=bucket, reason=reason)
         if excerpt:
             out["content_excerpt"] = content[:TOOL_EXCERPT]
@@ -196,7 +294,7 @@ def judge_tool_calls(prompt: dict[str, Any], tools: list[dict[str, Any]], messag
         raw = []
     if not isinstance(raw, list):
         return fail("unparsed", f"tool_calls is a {type(raw).__name__}, not a list", excerpt=True)
-    calls: list[dict[str, Any]] = []
+    calls: list[ParsedCall] = []
     broken: list[str] = []
     for i, tc in enumerate(raw):
         fn = tc.get("function") if isinstance(tc, dict) else None
@@ -207,7 +305,7 @@ def judge_tool_calls(prompt: dict[str, Any], tools: list[dict[str, Any]], messag
             broken.append(f"tool_calls[{i}] has no function name")
             continue
         args = fn.get("arguments")
-        parsed: Any = args
+        parsed: JSON = args
         if isinstance(args, str):
             try:
                 parsed = json.loads(args) if args.strip() else {}
@@ -249,7 +347,7 @@ def judge_tool_calls(prompt: dict[str, Any], tools: list[dict[str, Any]], messag
     return out
 
 
-def tool_choice_body(choice: str, prompt: dict[str, Any]) -> Any:
+def tool_choice_body(choice: str, prompt: ToolPromptSpec) -> str | NamedToolChoice:
     """The request's ``tool_choice``: "auto", "required", or the prompt's first expected tool
     named ({"type": "function", "function": {"name": ...}})."""
     if choice == "named":
@@ -257,13 +355,13 @@ def tool_choice_body(choice: str, prompt: dict[str, Any]) -> Any:
     return choice
 
 
-def summarise_tools(entries: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise_tools(entries: list[ToolPromptEntry]) -> ToolsSummary:
     """passed/failed/skipped/total, by_category {cat: {passed, total}} (skipped prompts not in
     total) and by_bucket {bucket: n} of the judged prompts."""
     passed = sum(1 for e in entries if e["verdict"] == "pass")
     failed = sum(1 for e in entries if e["verdict"] == "fail")
     skipped = sum(1 for e in entries if e["verdict"] == "skipped")
-    by_cat: dict[str, dict[str, int]] = {}
+    by_cat: dict[str, CategoryCount] = {}
     by_bucket: dict[str, int] = {}
     for e in entries:
         if e["verdict"] == "skipped":

@@ -3,10 +3,20 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TypedDict
 
 
-def load_replay(path: str) -> list[dict[str, Any]]:
+class ReplayRow(TypedDict):
+    """One request of the --replay file: its send offset [s], its prompt or the prompt's length in
+    tokens (the other None), its output length (None: --output-tokens); ``load_replay``."""
+
+    offset_s: float
+    prompt: str | None
+    prompt_tokens: int | None
+    output_tokens: int | None
+
+
+def load_replay(path: str) -> list[ReplayRow]:
     """--replay FILE.jsonl: one request a line, {"offset_s", "prompt" | "prompt_tokens",
     "output_tokens"}; raises ValueError naming the option and the line."""
     try:
@@ -14,7 +24,7 @@ def load_replay(path: str) -> list[dict[str, Any]]:
             lines = f.read().splitlines()
     except OSError as exc:
         raise ValueError(f"argument --replay: cannot read {path}: {exc}") from None
-    out = []
+    out: list[ReplayRow] = []
     for no, line in enumerate(lines, 1):
         if not line.strip():
             continue

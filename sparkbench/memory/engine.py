@@ -23,13 +23,17 @@ weights alone beyond the share, one sequence's KV cache beyond what the share le
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from ..errors import InputError
 from ..launch import normalize_args
 from ..predict.config import VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, PredictInputError, TwinConfig, _as_mapping
 from ..predict.memory import GB, context_reason, model_context, share_fit
+
+if TYPE_CHECKING:
+    from ..launch import EnvValues, FlagValue
+    from ..plan_types import HardwareProfile, ModelProfile
 
 GIB = 1024 ** 3
 #: Stated allowances (GB), used where the model profile gives no ``memory`` block. vLLM profiles
@@ -55,7 +59,63 @@ VLLM_NO_ROOM = ("ValueError: No available memory for the cache blocks. Try incre
                 "when initializing the engine.", "vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory")
 
 
-def is_cpu(hardware: Mapping[str, Any]) -> bool:
+class MemoryProblem(TypedDict):
+    """What vLLM would refuse of a unit's memory plan (``engine_row``'s checks, the plan's
+    overcommit in ``sparkbench.memory.unit``): reason, remedy, vLLM's own message and its source."""
+
+    id: str
+    reason: str
+    remedy: str
+    vllm: str
+    source: str
+
+
+class Allowances(TypedDict):
+    """Activations and CUDA graphs inside an engine's share (GB, ``allowances``) and where the figures come from."""
+
+    activations_gb: float
+    cuda_graphs_gb: float
+    basis: str
+
+
+class EngineContents(Allowances):
+    """What lies inside an engine's share (``engine_row``): weights, one sequence's KV cache at
+    ``--max-model-len``, the allowances, and what is left for more sequences (None: the total is unknown)."""
+
+    weights_gb: float
+    weights_source: str
+    kv_gb: float
+    kv_cache_dtype: str
+    kv_bytes_per_token: float
+    left_gb: float | None
+
+
+class _RowRequired(TypedDict):
+    kind: Literal["reserve", "tenant", "resident", "engine"]
+    name: str
+    gb: float | None
+    share: str
+    share_short: str
+
+
+class MemoryRow(_RowRequired, total=False):
+    """One row of a unit's memory plan: the system's reserve and a declared tenant
+    (``sparkbench.memory.unit``), an engine (``engine_row``: the engine's keys) or a resident
+    (``sparkbench.memory.residents.rows``: an engine's keys, or its share unknown, and where it runs)."""
+
+    model: str
+    utilization: float | None
+    contents: EngineContents
+    context: int
+    units: int
+    max_context: int | None
+    problems: list[MemoryProblem]
+    variant: str | None
+    run: str | None
+    port: int | str | None
+
+
+def is_cpu(hardware: HardwareProfile) -> bool:
     """A host whose vLLM runs on the CPU (its hardware profile says ``"device": "cpu"``)."""
     return str(hardware.get("device") or "") == "cpu"
 
@@ -74,7 +134,7 @@ def context_flag(value: Any, where: str) -> int | None:
     return int(float(m.group(1)) * scale)
 
 
-def _config(flags: Mapping[str, Any], where: str) -> TwinConfig:
+def _config(flags: Mapping[str, FlagValue], where: str) -> TwinConfig:
     """The flags the arithmetic reads (KV-cache dtype, tensor / pipeline parallel, share)."""
     try:
         return TwinConfig.from_args({k: v for k, v in flags.items() if k != "max-model-len"})
@@ -82,7 +142,7 @@ def _config(flags: Mapping[str, Any], where: str) -> TwinConfig:
         raise InputError(f"{where}: {exc}") from None
 
 
-def allowances(model: Mapping[str, Any], hardware: Mapping[str, Any], flags: Mapping[str, Any]) -> dict[str, Any]:
+def allowances(model: ModelProfile, hardware: HardwareProfile, flags: Mapping[str, FlagValue]) -> Allowances:
     """Activations and CUDA graphs (GB) and where the figures come from."""
     given = model.get("memory") or {}
     eager = flags.get("enforce-eager") not in (None, False, "false", "False")
@@ -96,7 +156,7 @@ def allowances(model: Mapping[str, Any], hardware: Mapping[str, Any], flags: Map
             "basis": basis + ("; --enforce-eager: no CUDA graphs" if eager else "")}
 
 
-def _share(hardware: Mapping[str, Any], flags: Mapping[str, Any], env: Mapping[str, Any], total_gb: float | None,
+def _share(hardware: HardwareProfile, flags: Mapping[str, FlagValue], env: EnvValues, total_gb: float | None,
            weights_gb: float, overhead_gb: float, where: str) -> tuple[float | None, float | None, str, str]:
     """``(share GB or None when the total is unknown, utilization or None, how it is reckoned, the
     same for the table's share column)``."""
@@ -117,8 +177,9 @@ def _share(hardware: Mapping[str, Any], flags: Mapping[str, Any], env: Mapping[s
     return util * total_gb, util, f"{how} x {total_gb:g} GB", f"{util:g} x {total_gb:g} GB" + (" dflt" if default else "")
 
 
-def engine_row(kind: str, name: str, model: Mapping[str, Any], hardware: Mapping[str, Any], args: Any,
-               env: Mapping[str, Any] | None, total_gb: float | None) -> dict[str, Any]:
+def engine_row(kind: Literal["resident", "engine"], name: str, model: ModelProfile, hardware: HardwareProfile,
+               args: Mapping[str, FlagValue] | Sequence[str] | None, env: EnvValues | None,
+               total_gb: float | None) -> MemoryRow:
     """One engine's row of the unit's plan: ``{kind, name, model, gb, utilization, share, contents,
     context, max_context, problems}`` (``kind``: ``engine`` — the one about to start — or
     ``resident``; ``gb`` None when the unit's total is unknown)."""
@@ -135,18 +196,20 @@ def engine_row(kind: str, name: str, model: Mapping[str, Any], hardware: Mapping
     share_gb, util, how, short = _share(hardware, flags, env, total_gb, fit["weights"] / GB, overhead_gb, where)
     if share_gb is not None:
         fit = share_fit(model, config, context, share_gb * GB, overhead_gb * GB)
-    contents = {"weights_gb": fit["weights"] / GB, "weights_source": fit["weights_source"], "kv_gb": fit["kv"] / GB,
-                "kv_cache_dtype": config.kv_cache_dtype, "kv_bytes_per_token": fit["per_token"], **extra,
-                "left_gb": None if share_gb is None else max(share_gb - overhead_gb - (fit["weights"] + fit["kv"]) / GB, 0.0)}
-    row = {"kind": kind, "name": name, "model": str(model.get("id") or ""), "gb": share_gb, "utilization": util,
-           "share": how, "share_short": short, "contents": contents, "context": context, "units": fit["units"],
-           "max_context": fit["max_context"] if share_gb is not None else None}
+    contents: EngineContents = {
+        "weights_gb": fit["weights"] / GB, "weights_source": fit["weights_source"], "kv_gb": fit["kv"] / GB,
+        "kv_cache_dtype": config.kv_cache_dtype, "kv_bytes_per_token": fit["per_token"], **extra,
+        "left_gb": None if share_gb is None else max(share_gb - overhead_gb - (fit["weights"] + fit["kv"]) / GB, 0.0)}
+    row: MemoryRow = {
+        "kind": kind, "name": name, "model": str(model.get("id") or ""), "gb": share_gb, "utilization": util,
+        "share": how, "share_short": short, "contents": contents, "context": context, "units": fit["units"],
+        "max_context": fit["max_context"] if share_gb is not None else None}
     row["problems"] = _problems(row, fit, asked, limit, env, share_gb)
     return row
 
 
-def _problems(row: Mapping[str, Any], fit: Mapping[str, Any], asked: int | None, limit: int | None,
-              env: Mapping[str, Any], share_gb: float | None) -> list[dict[str, str]]:
+def _problems(row: MemoryRow, fit: Mapping[str, Any], asked: int | None, limit: int | None,
+              env: EnvValues, share_gb: float | None) -> list[MemoryProblem]:
     """What vLLM would refuse of this engine alone (each with vLLM's own message and its source)."""
     long_ok = str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").strip().lower() in ("1", "true")
     if asked and limit and asked > limit and not long_ok:

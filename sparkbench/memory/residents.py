@@ -14,14 +14,29 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from ..paths import model_profile_path, result_path
 from ..serve import record as record_mod
 from .engine import engine_row
 
+if TYPE_CHECKING:
+    from ..plan_types import HardwareProfile, ModelProfile
+    from .engine import MemoryRow
+
 #: Profile fields the arithmetic needs of a model (a result's embedded profile may be older).
 MODEL_FIELDS = ("attention", "max_model_len")
+
+
+class PresentResident(TypedDict):
+    """A resident on the unit (``present``): its container, variant, port, the run and the result it
+    was deployed from (from the unit's listing: the labels; None where one is missing)."""
+
+    name: str | None
+    variant: str | None
+    port: int | str | None
+    run: str | None
+    path: str | None
 
 
 def _load(path: Any) -> dict[str, Any] | None:
@@ -33,7 +48,7 @@ def _load(path: Any) -> dict[str, Any] | None:
 
 
 def present(results_dir: str | Path, host: str,
-            listing: Sequence[record_mod.Resident] | None = None) -> tuple[list[dict[str, Any]], str]:
+            listing: Sequence[record_mod.Resident] | None = None) -> tuple[list[PresentResident], str]:
     """``([{name, variant, port, run, path}], where they come from)``: the running containers of the
     unit's ``listing`` when given, else the controller's deployed records."""
     records = record_mod.deployed(results_dir, host)
@@ -42,7 +57,7 @@ def present(results_dir: str | Path, host: str,
         return [{"name": r.container, "variant": r.variant, "port": r.port, "run": r.source.run,
                  "path": r.source.path} for r in records], where
     by_variant = {r.variant: r for r in records}
-    out = []
+    out: list[PresentResident] = []
     for c in listing:
         if not c.get("running"):
             continue
@@ -56,7 +71,7 @@ def present(results_dir: str | Path, host: str,
     return out, "the unit's listing of its resident containers"
 
 
-def _model(doc: Mapping[str, Any], profiles_dir: str | Path) -> dict[str, Any] | None:
+def _model(doc: Mapping[str, Any], profiles_dir: str | Path) -> ModelProfile | None:
     """The resident's model profile: the result's own where it is complete, else the profiles folder's."""
     embedded = (doc.get("profile") or {}).get("model") or {}
     if all(k in embedded for k in MODEL_FIELDS):
@@ -65,8 +80,8 @@ def _model(doc: Mapping[str, Any], profiles_dir: str | Path) -> dict[str, Any] |
     return _load(model_profile_path(str(model), profiles_dir)) if model else None
 
 
-def row_from_result(kind: str, name: str, path: Any, hardware: Mapping[str, Any], profiles_dir: str | Path,
-                    total_gb: float | None) -> dict[str, Any]:
+def row_from_result(kind: Literal["resident", "engine"], name: str, path: Any, hardware: HardwareProfile,
+                    profiles_dir: str | Path, total_gb: float | None) -> MemoryRow:
     """An engine's plan row from the result it serves as measured (its flags, environment and model
     profile); its share unknown (not counted) when the result or the model profile is not there."""
     doc = _load(path)
@@ -80,8 +95,8 @@ def row_from_result(kind: str, name: str, path: Any, hardware: Mapping[str, Any]
     return engine_row(kind, name, model, hardware, variant.get("args") or {}, env, total_gb)
 
 
-def rows(found: Sequence[Mapping[str, Any]], hardware: Mapping[str, Any], profiles_dir: str | Path,
-         total_gb: float | None) -> list[dict[str, Any]]:
+def rows(found: Sequence[PresentResident], hardware: HardwareProfile, profiles_dir: str | Path,
+         total_gb: float | None) -> list[MemoryRow]:
     """One plan row per resident (``present``), its share reckoned from its result."""
     return [{**row_from_result("resident", str(f.get("name") or f.get("variant")), f.get("path"), hardware,
                                profiles_dir, total_gb),

@@ -3,8 +3,11 @@ engine with its GB, how its share is reckoned, the running total and the free ma
 stay under 72 characters so that Ansible's YAML output does not fold them."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .engine import MemoryRow
+    from .unit import MemoryPlan
 
 HEAD = f"  {'tenant/engine':<24} {'GB':>6}  {'share':<20} {'total':>6} {'free':>6}"
 
@@ -13,7 +16,7 @@ def _gb(value: Any) -> str:
     return "?" if value is None else f"{float(value):.1f}"
 
 
-def _rows(p: Mapping[str, Any]) -> list[str]:
+def _rows(p: MemoryPlan) -> list[str]:
     out, running = [], 0.0
     total = p.get("total_gb")
     for r in p["rows"]:
@@ -25,7 +28,7 @@ def _rows(p: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _verdict(p: Mapping[str, Any]) -> str:
+def _verdict(p: MemoryPlan) -> str:
     total, used = p.get("total_gb"), float(p["used_gb"])
     if total is None:
         state = "refused" if p["fits"] is False else "each engine checked alone"
@@ -36,7 +39,7 @@ def _verdict(p: Mapping[str, Any]) -> str:
     return f"  → refused: {used:.1f} of {total:g} GB, {over}"
 
 
-def _inside(engine: Mapping[str, Any]) -> str:
+def _inside(engine: MemoryRow) -> str:
     c = engine["contents"]
     left = "" if c.get("left_gb") is None else f", {c['left_gb']:.1f} GB left for more sequences"
     return (f"  inside {engine['name']}'s share: weights {c['weights_gb']:.1f} GB ({c['weights_source']}), KV cache "
@@ -45,7 +48,7 @@ def _inside(engine: Mapping[str, Any]) -> str:
             + (f"; per unit of {engine['units']}" if engine.get("units", 1) > 1 else ""))
 
 
-def lines(p: Mapping[str, Any]) -> list[str]:
+def lines(p: MemoryPlan) -> list[str]:
     """The plan's table, its verdict, what lies inside the new engine's share and the reserve's
     note (the problems are said where the plan is refused: the preflight verdict, serve's refusal)."""
     total = "unknown" if p.get("total_gb") is None else f"{p['total_gb']:g} GB"

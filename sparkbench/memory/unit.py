@@ -20,14 +20,70 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..errors import InputError
 from .engine import GB, GIB
 from .table import lines as table_lines
 
+if TYPE_CHECKING:
+    from ..cluster.shapes import HostVars
+    from ..plan_types import HardwareProfile
+    from .engine import MemoryProblem, MemoryRow
+
+
+class TenantEntry(TypedDict):
+    """One of ``bench_tenants`` as the inventory writes it: a non-vLLM tenant of the unit and its GB."""
+
+    name: str
+    gb: float | int | str
+
+
+class MemoryVariables(TypedDict):
+    """The host variables of the unit's memory plan (``VARIABLES``), as the inventory writes them."""
+
+    bench_tenants: list[TenantEntry] | None
+    bench_memory_reserve_gb: float | int | str | None
+    bench_unit_memory_gb: float | int | str | None
+
+
+class UnitMemory(TypedDict):
+    """What every memory plan of a host shares (``context``): the unit's total and where it comes
+    from (None: unknown), the system's reserve and why, the declared tenants as plan rows."""
+
+    host: str
+    total_gb: float | None
+    total_source: str
+    reserve_gb: float
+    reserve_note: str
+    tenants: list[MemoryRow]
+
+
+class _MemoryPlanRequired(TypedDict):
+    host: str
+    total_gb: float | None
+    total_source: str
+    reserve_gb: float
+    reserve_note: str
+    residents_from: str
+    rows: list[MemoryRow]
+    used_gb: float
+    free_gb: float | None
+    fits: bool | None
+    problems: list[MemoryProblem]
+    lines: list[str]
+
+
+class MemoryPlan(_MemoryPlanRequired, total=False):
+    """The unit's memory plan for one engine (``plan``; a plan entry's ``memory``): its rows, the sum,
+    whether it fits (None: the total is unknown), what vLLM would refuse, the table ``--check``
+    prints; ``refusal`` (``refusal``'s text) where sparkbench.serve adds it."""
+
+    refusal: str
+
+
 #: The host variables the plan reads, with their defaults.
-VARIABLES: dict[str, Any] = {"bench_tenants": [], "bench_memory_reserve_gb": None, "bench_unit_memory_gb": None}
+VARIABLES: MemoryVariables = {"bench_tenants": [], "bench_memory_reserve_gb": None, "bench_unit_memory_gb": None}
 RESERVE_GB = 8.0
 RESERVE_NOTE = ("the OS, Docker and the page cache's floor (a GB10 at rest: 5.8 GiB in use) plus about 2 GB of "
                 "margin; stated, not measured: it cannot be checked on a real Spark here "
@@ -48,7 +104,7 @@ def _number(value: Any, field: str, fix: str) -> float:
     return out
 
 
-def tenants(value: Any) -> list[dict[str, Any]]:
+def tenants(value: Any) -> list[MemoryRow]:
     """``bench_tenants`` checked: ``[{kind: tenant, name, gb}]``; a bad entry raises naming the field and the fix."""
     shape = "bench_tenants: [{name: rag-store, gb: 20}]"
     if value in (None, ""):
@@ -69,7 +125,7 @@ def tenants(value: Any) -> list[dict[str, Any]]:
     return out
 
 
-def context(host: str, hardware: Mapping[str, Any], variables: Mapping[str, Any]) -> dict[str, Any]:
+def context(host: str, hardware: HardwareProfile, variables: MemoryVariables | HostVars) -> UnitMemory:
     """What every plan of the host shares: the total and its source, the reserve, the tenants."""
     v = {k: (variables.get(k) if variables.get(k) not in (None, "") else d) for k, d in VARIABLES.items()}
     fix_total = "set the unit's memory in GB, e.g. bench_unit_memory_gb: 128 (or leave it unset)"
@@ -86,11 +142,10 @@ def context(host: str, hardware: Mapping[str, Any], variables: Mapping[str, Any]
             "reserve_note": RESERVE_NOTE, "tenants": tenants(v["bench_tenants"])}
 
 
-def plan(ctx: Mapping[str, Any], residents: Sequence[Mapping[str, Any]], engine: Mapping[str, Any],
-         residents_from: str) -> dict[str, Any]:
+def plan(ctx: UnitMemory, residents: Sequence[MemoryRow], engine: MemoryRow, residents_from: str) -> MemoryPlan:
     """The unit's plan for ``engine`` beside ``residents`` and the tenants: ``{host, total_gb, rows,
     used_gb, free_gb, fits, problems, lines}`` (``fits`` None when the total is unknown)."""
-    reserve = {"kind": "reserve", "name": "system", "gb": ctx["reserve_gb"], "share": "stated margin",
+    reserve: MemoryRow = {"kind": "reserve", "name": "system", "gb": ctx["reserve_gb"], "share": "stated margin",
                "share_short": "stated margin"}
     rows = [reserve, *residents, *ctx["tenants"], engine]
     used = sum(float(r["gb"]) for r in rows if r.get("gb") is not None)
@@ -98,7 +153,7 @@ def plan(ctx: Mapping[str, Any], residents: Sequence[Mapping[str, Any]], engine:
     problems = list(engine.get("problems") or [])
     if total is not None and used > total + 1e-9:
         problems.append(_overcommit(ctx, rows, engine, used))
-    out = {"host": ctx["host"], "total_gb": total, "total_source": ctx["total_source"],
+    out: MemoryPlan = {"host": ctx["host"], "total_gb": total, "total_source": ctx["total_source"],
            "reserve_gb": ctx["reserve_gb"], "reserve_note": ctx["reserve_note"], "residents_from": residents_from,
            "rows": rows, "used_gb": used, "free_gb": None if total is None else total - used,
            "fits": False if problems else (None if total is None else True), "problems": problems}
@@ -106,8 +161,7 @@ def plan(ctx: Mapping[str, Any], residents: Sequence[Mapping[str, Any]], engine:
     return out
 
 
-def _overcommit(ctx: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], engine: Mapping[str, Any],
-                used: float) -> dict[str, str]:
+def _overcommit(ctx: UnitMemory, rows: Sequence[MemoryRow], engine: MemoryRow, used: float) -> MemoryProblem:
     """The refusal of a plan whose sum is beyond the unit's total, with the numbers and the fix."""
     total = float(ctx["total_gb"])
     others = used - float(engine.get("gb") or 0.0)
@@ -131,7 +185,7 @@ def _overcommit(ctx: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], engin
     return {"id": "memory_plan", "reason": reason, "remedy": remedy, "vllm": vllm, "source": src}
 
 
-def refusal(p: Mapping[str, Any]) -> str:
+def refusal(p: MemoryPlan) -> str:
     """One text for a plan that cannot fit: every problem's reason, vLLM's own message, the fix."""
     return " | ".join(f"{x['reason']} — vLLM's own message for this case ({x['source']}): \"{x['vllm']}\" — "
                       f"fix: {x['remedy']}" for x in p.get("problems") or [])

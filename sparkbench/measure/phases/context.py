@@ -2,10 +2,11 @@
 prefill tok/s = prompt tokens / TTFT. Each answer refines the session's characters per token."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..common import log
 from ..prompts import context_prompt
+from ..shapes import ContextEntry
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -22,8 +23,8 @@ def run(s: Session) -> None:
 def depth_request(s: Session, depth: int) -> None:
     phase = f"context_{depth}"
     mml = s.doc["server"]["max_model_len"]
-    entry: dict[str, Any] = {"depth": depth, "prompt_tokens": None, "prefill_tok_s": None, "ttft_s": None,
-                             "error": None}
+    entry: ContextEntry = {"depth": depth, "prompt_tokens": None, "prefill_tok_s": None, "ttft_s": None,
+                           "error": None}
     if mml and depth + CONTEXT_OUTPUT_TOKENS + 64 > mml:
         entry["error"] = f"depth {depth} + output does not fit max_model_len {mml}"
         s.doc["context"].append(entry)

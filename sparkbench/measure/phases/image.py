@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..common import log
-from ..quality import final_answer, make_png, names_colour
+from ..quality import ImageEntry, final_answer, make_png, names_colour
+from ..shapes import ChatMessage
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -23,16 +24,17 @@ def run(s: Session) -> None:
     w, h = (img.get("size") or [64, 64])[:2]
     png = make_png(int(w), int(h), img.get("background") or [255, 255, 255], img["colours"][colour], shape)
     url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-    msgs = [{"role": "user", "content": [{"type": "text", "text": img.get("prompt", "What colour is the shape?")},
-                                         {"type": "image_url", "image_url": {"url": url}}]}]
+    msgs: list[ChatMessage] = [{"role": "user", "content": [
+        {"type": "text", "text": img.get("prompt", "What colour is the shape?")},
+        {"type": "image_url", "image_url": {"url": url}}]}]
     with s.phase("image") as span:
         r = s.generate("image", [msgs], s.args.quality_max_tokens, False)[0].stream
         assert r is not None
         span.tokens = r.completion_tokens or 0
     answer = final_answer(r)
-    entry: dict[str, Any] = {"status": "error", "answer": answer, "expected": colour, "shape": shape, "seed": seed,
-                             "named": [], "finish_reason": r.finish_reason, "reasoning_tokens": r.reasoning_tokens,
-                             "completion_tokens": r.completion_tokens, "spec_decode_active": None}
+    entry: ImageEntry = {"status": "error", "answer": answer, "expected": colour, "shape": shape, "seed": seed,
+                         "named": [], "finish_reason": r.finish_reason, "reasoning_tokens": r.reasoning_tokens,
+                         "completion_tokens": r.completion_tokens, "spec_decode_active": None}
     before, after = s.spec_phases["image"]
     if before is not None and after is not None:
         entry["spec_decode_active"] = after.drafts > before.drafts

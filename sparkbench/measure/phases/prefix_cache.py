@@ -3,12 +3,13 @@ user suffix per request, sent one at a time; the first (cold) request's TTFT aga
 (warm), the hit rate from the prefix-cache counters' deltas."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..aggregate import prefix_figures, prefix_hits
+from ..aggregate import PrefixCacheBlock, PrefixRow, prefix_figures, prefix_hits
 from ..common import log
 from ..metrics import prefix_cache_counters
 from ..prompts import context_prompt, suffix_prompt
+from ..shapes import ChatMessage
 from ..stats import stat4
 
 if TYPE_CHECKING:
@@ -32,10 +33,10 @@ def counters(s: Session) -> tuple[tuple[float, float] | None, str | None]:
 def run(s: Session) -> None:
     a = s.args
     n_pre, n_suf, n_out = a.prefix_tokens, a.prefix_suffix_tokens, a.prefix_output_tokens
-    entry: dict[str, Any] = {"prefix_tokens": n_pre, "suffix_tokens": n_suf, "output_tokens": n_out,
-                             "requests": a.prefix_requests, "completed": 0, "failed": 0, "cold_ttft_s": None,
-                             "ttft_s": stat4([]), "prefill_tok_s": None, "hit_rate": None, "hit_tokens": None,
-                             "query_tokens": None, "reason": None, "per_request": []}
+    entry: PrefixCacheBlock = {"prefix_tokens": n_pre, "suffix_tokens": n_suf, "output_tokens": n_out,
+                               "requests": a.prefix_requests, "completed": 0, "failed": 0, "cold_ttft_s": None,
+                               "ttft_s": stat4([]), "prefill_tok_s": None, "hit_rate": None, "hit_tokens": None,
+                               "query_tokens": None, "reason": None, "per_request": []}
     s.doc["prefix_cache"] = entry
     too_long = s.fits(n_pre + n_suf + n_out, "shared prefix + suffix")
     if too_long:
@@ -47,12 +48,12 @@ def run(s: Session) -> None:
     with s.phase("prefix") as span:
         c0, why0 = counters(s)
         for i in range(a.prefix_requests):
-            msgs = [{"role": "system", "content": doc_text},
-                    {"role": "user", "content": suffix_prompt(int(n_suf * cpt), s.rng)}]
+            msgs: list[ChatMessage] = [{"role": "system", "content": doc_text},
+                                       {"role": "user", "content": suffix_prompt(int(n_suf * cpt), s.rng)}]
             r = s.generate("prefix", [msgs], n_out, True)[0]
             span.tokens += r.completion_tokens or 0
-            row: dict[str, Any] = {"i": i, "prompt_tokens": r.prompt_tokens, "ttft_s": None, "e2e_s": None,
-                                   "cached_tokens": r.cached_tokens, "error": r.failure}
+            row: PrefixRow = {"i": i, "prompt_tokens": r.prompt_tokens, "ttft_s": None, "e2e_s": None,
+                              "cached_tokens": r.cached_tokens, "error": r.failure}
             if r.failure:
                 entry["failed"] += 1
                 s.error("prefix", i, r.failure)

@@ -4,8 +4,9 @@ is a pure function of the levels tried (``next_rate``, ``next_concurrency``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, TypedDict
 
+from ..aggregate import RateEntry
 from ..common import log
 
 if TYPE_CHECKING:
@@ -14,6 +15,18 @@ if TYPE_CHECKING:
 RATE_SEARCH_STEPS = 6  # extra rates --rate-search may try after the listed ones
 CONCURRENCY_SEARCH_STEPS = 8  # levels --search-by concurrency may try in all
 CONCURRENCY_SEARCH_MAX = 256  # the highest in-flight level it tries
+
+
+class RateSearchBlock(TypedDict):
+    """``rate_search``: the highest rate (or in-flight level) meeting the SLO share; ``by_rate``, ``by_concurrency``."""
+
+    target_share: float
+    by: Literal["rate", "concurrency"]
+    best_rate: float | None
+    best_concurrency: int | None
+    tried: list[float]
+    extra_rates: list[float]
+    max_steps: int
 
 
 def bounds(tried: list[tuple[float, float]], target: float) -> tuple[float | None, float | None]:
@@ -60,7 +73,7 @@ def next_concurrency(tried: list[tuple[float, float]], target: float, start: int
 
 
 def by_rate(s: Session, target: float, tried: list[tuple[float, float]],
-            measure: Callable[[float], dict[str, Any]]) -> None:
+            measure: Callable[[float], RateEntry]) -> None:
     """At most RATE_SEARCH_STEPS more rates after the listed ones; ``rate_search`` records them."""
     extra: list[float] = []
     for _ in range(RATE_SEARCH_STEPS):
@@ -76,7 +89,7 @@ def by_rate(s: Session, target: float, tried: list[tuple[float, float]],
         + (f"{lo:g} req/s" if lo is not None else "none of the rates tried"))
 
 
-def by_concurrency(s: Session, target: float, measure: Callable[[int], dict[str, Any]]) -> None:
+def by_concurrency(s: Session, target: float, measure: Callable[[int], RateEntry]) -> None:
     """Closed-loop levels (rate inf, at most N in flight: vLLM's --request-rate inf --max-concurrency
     N), at most CONCURRENCY_SEARCH_STEPS in all; ``rate_search`` records them."""
     tried: list[tuple[float, float]] = []

@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..aggregate import rate_figures, rate_row
+from ..aggregate import RateEntry, rate_figures, rate_row
 from ..client import stream_scheduled
 from ..common import Interrupted, inf_str, log
 from ..prompts import context_prompt, make_nonce
 from ..record import RequestRecord
+from ..shapes import ChatMessage
 from ..sse import parse_sse
 from ..stats import rate_schedule
 from . import rate_search
@@ -28,7 +29,7 @@ class Schedule:
     label: str
     phase: str
     nominal: float | str  # the rate the result records ("inf": all at once)
-    messages: list[list[dict[str, Any]]]
+    messages: list[list[ChatMessage]]
     outputs: list[int]
     offsets: list[float]
 
@@ -69,14 +70,15 @@ def replay_schedule(s: Session) -> Schedule:
     rows = s.replay_data or []
     cpt = s.prompt_chars_per_token()
     offsets = [r["offset_s"] for r in rows]
-    msgs = [[{"role": "user", "content": r["prompt"] or context_prompt(int(r["prompt_tokens"] * cpt), s.rng)}]
-            for r in rows]
+    msgs: list[list[ChatMessage]] = [
+        [{"role": "user", "content": r["prompt"] or context_prompt(int(r["prompt_tokens"] * cpt), s.rng)}]
+        for r in rows]
     span = max(offsets)
     return Schedule(f"replay {s.args.replay}", "rate_replay", len(rows) / span if span > 0 else "inf", msgs,
                     [r["output_tokens"] or s.args.output_tokens for r in rows], offsets)
 
 
-def block(s: Session, sch: Schedule, search: bool = False, concurrency: int | None = None) -> dict[str, Any]:
+def block(s: Session, sch: Schedule, search: bool = False, concurrency: int | None = None) -> RateEntry:
     """One ``rates[]`` entry: the schedule sent, every request recorded, the figures."""
     a = s.args
     replay = sch.phase == "rate_replay"
@@ -110,10 +112,10 @@ def block(s: Session, sch: Schedule, search: bool = False, concurrency: int | No
         for i, row in enumerate(rows):
             if row["error"]:
                 s.error(sch.phase, i, row["error"])
-        entry: dict[str, Any] = {"rate": sch.nominal, "burstiness": None if replay else inf_str(a.burstiness),
-                                 "seed": None if replay else a.rate_seed, **rate_figures(rows, records, a.slo, epoch),
-                                 "search": search, "max_concurrency": concurrency or a.rate_max_concurrency,
-                                 "output_tokens": None if replay else a.output_tokens, "per_request": rows}
+        entry: RateEntry = {"rate": sch.nominal, "burstiness": None if replay else inf_str(a.burstiness),
+                            "seed": None if replay else a.rate_seed, **rate_figures(rows, records, a.slo, epoch),
+                            "search": search, "max_concurrency": concurrency or a.rate_max_concurrency,
+                            "output_tokens": None if replay else a.output_tokens, "per_request": rows}
         if replay:
             entry["replay"] = a.replay
         if stopped is not None:

@@ -4,12 +4,13 @@ server exposes vLLM's per-request decode time, each request is timed on the engi
 (``Session.generate_one``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..aggregate import summarise_single
 from ..common import log
 from ..figures import SINGLE_DECODE, TTFT
 from ..record import RequestRecord
+from ..shapes import RunEntry
 from ..stats import PRECISION_RESAMPLES, PRECISION_SEED, median_precision_pct
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def _runs(s: Session, span: PhaseSpan) -> int:
     return attempt
 
 
-def one_run(s: Session, attempt: int, label: str) -> tuple[dict[str, Any], RequestRecord]:
+def one_run(s: Session, attempt: int, label: str) -> tuple[RunEntry, RequestRecord]:
     """One single-stream request: recorded in single.runs[], summarised, logged."""
     a = s.args
     r = s.generate_one("single", s.speed_messages(), a.output_tokens, True)

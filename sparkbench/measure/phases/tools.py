@@ -2,11 +2,15 @@
 tools, --tool-choice), each judged BFCL-AST style (``tool_judge.judge_tool_calls``)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..client import post_json
 from ..common import log
+from ..shapes import ChatRequest, ToolSpec
 from ..tool_judge import (
+    ToolPromptEntry,
+    ToolPromptSpec,
+    ToolsBlock,
     judge_tool_calls,
     load_tools,
     prompt_tools,
@@ -18,13 +22,13 @@ if TYPE_CHECKING:
     from ..session import Session
 
 
-def _entry(p: dict[str, Any], verdict: str = "skipped", reason: str | None = None) -> dict[str, Any]:
+def _entry(p: ToolPromptSpec, verdict: str = "skipped", reason: str | None = None) -> ToolPromptEntry:
     return {"id": p["id"], "category": p["category"], "expected": list(p.get("expected") or []), "calls": [],
             "verdict": verdict, "bucket": None, "reason": reason, "finish_reason": None, "content_excerpt": None,
             "latency_s": None, "completion_tokens": None}
 
 
-def _block(s: Session, entries: list[dict[str, Any]], reason: str | None) -> dict[str, Any]:
+def _block(s: Session, entries: list[ToolPromptEntry], reason: str | None) -> ToolsBlock:
     a = s.args
     return {"tool_choice": a.tool_choice, "file": a.tools_file, "max_tokens": a.tools_max_tokens,
             "prompts": entries, **summarise_tools(entries), "reason": reason}
@@ -37,7 +41,7 @@ def run(s: Session) -> None:
         log(f"tools: skipped ({a.tools_skip})")
         s.doc["tools"] = _block(s, [_entry(p, reason=a.tools_skip) for p in data["prompts"]], a.tools_skip)
         return
-    entries: list[dict[str, Any]] = []
+    entries: list[ToolPromptEntry] = []
     with s.phase("tools") as span:
         for i, p in enumerate(data["prompts"]):
             entry = _entry(p)
@@ -49,7 +53,7 @@ def run(s: Session) -> None:
         s.incomplete.append("every tool-call request failed (see tools.prompts[].reason)")
 
 
-def ask(s: Session, i: int, p: dict[str, Any], tools: list[dict[str, Any]], entry: dict[str, Any]) -> int:
+def ask(s: Session, i: int, p: ToolPromptSpec, tools: list[ToolSpec], entry: ToolPromptEntry) -> int:
     """One prompt asked and judged into ``entry``; returns its completion tokens."""
     choice = s.args.tool_choice
     expected = entry["expected"]
@@ -60,9 +64,10 @@ def ask(s: Session, i: int, p: dict[str, Any], tools: list[dict[str, Any]], entr
     if choice == "named":  # one named function gives one call: judged against the first expected call
         expected = entry["expected"] = expected[:1]
     offered = prompt_tools(p, tools)
-    body = {"model": s.model, "messages": p.get("messages") or [{"role": "user", "content": p["prompt"]}],
-            "tools": offered, "tool_choice": tool_choice_body(choice, p), "temperature": 0,
-            "max_tokens": s.args.tools_max_tokens, "stream": False}
+    body: ChatRequest = {"model": s.model,
+                         "messages": p.get("messages") or [{"role": "user", "content": p["prompt"]}],
+                         "tools": offered, "tool_choice": tool_choice_body(choice, p), "temperature": 0,
+                         "max_tokens": s.args.tools_max_tokens, "stream": False}
     status, resp, err, elapsed = post_json(s.ep, "/v1/chat/completions", body, s.args.request_timeout)
     entry["latency_s"] = elapsed
     if err is not None:
