@@ -156,7 +156,7 @@ def test_the_coresidence_block_has_verdicts_in_the_trust_words_and_the_loads_rec
     assert failed["load"][0]["error"] == "the load wrote no document"
 
 
-def test_the_document_is_written_once_with_its_block_and_the_report_gets_its_rows(tmp_path):
+def test_the_document_is_written_once_with_its_block_and_the_report_gets_its_rows(tmp_path, monkeypatch):
     v, containers = resident_world(tmp_path)
     e = plan.with_residents(plan.plan_host(v, HOST), containers)["variants"][0]
     alone = json.loads(FIXTURE.read_text())  # measure's document of the variant alone
@@ -166,12 +166,9 @@ def test_the_document_is_written_once_with_its_block_and_the_report_gets_its_row
               "loads": {"results": [{"stdout": None}]}, "failure": ""}
     writes = []
     real_write = result.write
-    result.write = lambda doc, path: writes.append(path) or real_write(doc, path)
-    try:
-        rec = result.record(e, facts, "measure", True, measure={"rc": 0, "stdout": json.dumps(alone)},
-                            coresidence=beside)
-    finally:
-        result.write = real_write
+    monkeypatch.setattr(result, "write", lambda doc, path: writes.append(path) or real_write(doc, path))
+    rec = result.record(e, facts, "measure", True, measure={"rc": 0, "stdout": json.dumps(alone)},
+                        coresidence=beside)
     assert len(writes) == 1, writes  # one write, the block in it: never a rewrite
     stored = result.stored(rec["path"])
     assert result.validation_errors(stored) == [] and len(stored["coresidence"]["conditions"]) == 3
