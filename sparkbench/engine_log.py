@@ -79,8 +79,14 @@ is ``True`` on a capture line, ``False`` on an eager / ``cudagraph_mode NONE`` l
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Union, cast
+
+if TYPE_CHECKING:
+    from .result_shapes import KernelsBlock
+
+#: A figure of the block as a rule reads it: a name, a list of candidates, a flag, a number (None: unknown).
+KernelValue = Union[str, list[str], bool, float, int, None]
 
 SOURCE = "server log"
 #: Longest text kept per ``lines`` entry (a long line, e.g. the engine config, is cut around the match).
@@ -172,29 +178,47 @@ def _excerpt(line: str, start: int = 0, end: int = 0) -> str:
     return ("…" if begin else "") + line[begin:begin + LINE_CHARS] + tail
 
 
-def empty_kernels() -> dict[str, Any]:
+def empty_kernels() -> KernelsBlock:
     """The block with every field null (what a log that says nothing gives)."""
-    return {"source": SOURCE, **{k: None for k in FIELDS}, "lines": {}}
+    return _block({k: None for k in FIELDS}, {})
 
 
-def parse_engine_log(text: str | None) -> dict[str, Any]:
+def _block(values: Mapping[str, KernelValue], lines: Mapping[str, str],
+           redact: Callable[[str], str] | None = None) -> KernelsBlock:
+    """The block of the figures ``values`` (every field of ``FIELDS``, in that order) and their
+    ``lines``, every text in it (source, names, candidates, lines) passed through ``redact``."""
+    def clean(v: KernelValue) -> KernelValue:
+        if redact is None:
+            return v
+        if isinstance(v, str):
+            return redact(v)
+        if isinstance(v, list):
+            return [redact(x) for x in v]
+        return v
+    block = {"source": clean(SOURCE), **{k: clean(v) for k, v in values.items()},
+             "lines": {k: redact(line) if redact else line for k, line in lines.items()}}
+    return cast("KernelsBlock", block)  # the keys are FIELDS, the values what the rules read
+
+
+def parse_engine_log(text: str | None, redact: Callable[[str], str] | None = None) -> KernelsBlock:
     """The ``kernels`` block of a vLLM startup log (see the module docstring for each format).
 
     ``text``: the log as printed (stdout and stderr, any order); ``None`` or ``""`` gives
     :func:`empty_kernels`. Returns ``{"source": "server log", <every field of FIELDS>, "lines":
-    {field: the log line it came from}}``; fields the log does not state are ``None``.
+    {field: the log line it came from}}``; fields the log does not state are ``None``. ``redact``:
+    applied to every text of the block once it is read (``sparkbench.result`` masks secrets so).
     """
-    out = empty_kernels()
+    out: dict[str, KernelValue] = {k: None for k in FIELDS}
     lines: dict[str, str] = {}
     # field -> (is_primary, value, line); a rank-0 line replaces a non-zero-rank one.
-    found: dict[str, tuple[bool, Any, str]] = {}
+    found: dict[str, tuple[bool, KernelValue, str]] = {}
 
-    def put(field: str, value: Any, shown: str, primary: bool) -> None:
+    def put(field: str, value: KernelValue, shown: str, primary: bool) -> None:
         have = found.get(field)
         if have is None or (primary and not have[0]):
             found[field] = (primary, value, shown)
 
-    rules: list[tuple[re.Pattern, Callable[[re.Match], dict[str, Any]]]] = [
+    rules: list[tuple[re.Pattern[str], Callable[[re.Match[str]], dict[str, KernelValue]]]] = [
         (_ATTN_AUTO, lambda m: {"attention_backend": _backend_name(m.group("b")),
                                 "attention_candidates": candidates(m.group("c"))}),
         (_ATTN_FORCED, lambda m: {"attention_backend": m.group("b"), "attention_candidates": None}),
@@ -220,7 +244,7 @@ def parse_engine_log(text: str | None) -> dict[str, Any]:
         (_COMPILE, lambda m: {"torch_compile_s": _number(m.group("s"))}),
         (_INIT, lambda m: {"engine_init_s": _number(m.group("s"))}),
     ]
-    graph_evidence: dict[str, tuple[bool, Any, str]] = {}
+    graph_evidence: dict[str, tuple[bool, bool, str]] = {}
     for raw in str(text or "").splitlines():
         if not raw.strip():
             continue
@@ -255,8 +279,7 @@ def parse_engine_log(text: str | None) -> dict[str, Any]:
         for field in ("marlin_fp4_weight_only", "default_moe_config"):
             if out[field] is None:
                 out[field] = False
-    out["lines"] = {k: lines[k] for k in FIELDS if k in lines}
-    return out
+    return _block(out, {k: lines[k] for k in FIELDS if k in lines}, redact)
 
 
 def _moe_candidates(rest: str) -> list[str] | None:
@@ -271,12 +294,12 @@ def _backend_name(text: str) -> str:
     return name.split(".", 1)[1] if name.startswith(("AttentionBackendEnum.", "_Backend.")) else name
 
 
-def summary(kernels: dict[str, Any] | None) -> dict[str, str | None]:
+def summary(kernels: KernelsBlock | None) -> dict[str, str | None]:
     """Short texts of a ``kernels`` block for a table: attention, MoE backend, GEMM kernel, CUDA
     graphs, KV-cache tokens, max concurrency, load (``"22.6 GiB in 41 s"``); None where unknown."""
     k = kernels or {}
 
-    def num(v: Any, digits: int) -> str | None:
+    def num(v: float | None, digits: int) -> str | None:
         return None if v is None else f"{v:,.{digits}f}"
 
     moe = k.get("moe_backend")
@@ -285,7 +308,8 @@ def summary(kernels: dict[str, Any] | None) -> dict[str, str | None]:
     gemm = k.get("linear_kernel")
     if k.get("marlin_fp4_weight_only"):
         gemm = f"{gemm}; Marlin FP4 weight-only" if gemm else "Marlin FP4 weight-only"
-    graphs = {True: "on", False: "off"}.get(k.get("cuda_graphs"))
+    on = k.get("cuda_graphs")
+    graphs = None if on is None else {True: "on", False: "off"}.get(on)
     if graphs == "on" and k.get("cuda_graph_s") is not None:
         graphs = f"on ({k['cuda_graph_s']:.0f} s, {k['cuda_graph_gib']:.2f} GiB)"
     conc = k.get("max_concurrency")

@@ -65,7 +65,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import median
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, cast
 
 from . import result as result_mod
 from . import verdict as verdict_mod
@@ -73,6 +73,30 @@ from . import version
 from .errors import InputError
 from .measure.figures import SINGLE_DECODE
 from .paths import write_atomic
+
+if TYPE_CHECKING:
+    from .cluster.shapes import HostVars
+    from .health_shapes import (
+        CanaryFigures,
+        Cause,
+        Comparison,
+        DeploymentFigures,
+        EarlierCanary,
+        HealthInput,
+        HistoryFigures,
+        Judgement,
+        ManifestField,
+        ManifestFields,
+        PeerFigures,
+        ResidentDeployment,
+        ResidentRef,
+        UnitFailure,
+        UnitRow,
+    )
+    from .measure.conditions import Flag
+    from .measure.shapes import JSON
+    from .result_shapes import StoredResult
+    from .verdict import SampleVerdict
 
 MIN_PEERS = 3            # units of one peer group needed for a peer judgement
 MAD_SCALE = 1.4826       # MAD → standard deviation for normal data
@@ -84,8 +108,8 @@ PEER_POWER_SHARE = 0.8    # unit's mean power / peers' median below this: a powe
 HOT_C = 85.0              # max GPU temperature [°C] that is a cause by itself
 HOT_MARGIN_C = 10.0       # ...or this much above the peers' median
 #: Manifest fields compared with the peers' majority, in the order causes are listed.
-MANIFEST_FIELDS = ("driver", "kernel", "firmware", "cuda", "image_digest", "image_id", "vllm_version",
-                   "model_revision")
+MANIFEST_FIELDS: tuple[ManifestField, ...] = ("driver", "kernel", "firmware", "cuda", "image_digest", "image_id",
+                                              "vllm_version", "model_revision")
 REMEDY = {
     "clock": "unplug the unit's power brick from the wall and the Spark for about a minute (USB-PD power "
              "negotiation cap), then run health.yml again",
@@ -114,7 +138,7 @@ REMEDY = {
 
 # --------------------------------------------------------------------------- the canary's plan
 
-def canary_variables(variables: Mapping[str, Any]) -> dict[str, Any]:
+def canary_variables(variables: HostVars) -> dict[str, JSON]:
     """The host's variables with the bench plan reduced to the canary (``sparkbench.plan`` input).
 
     ``bench_select`` = [``bench_health_canary``]; ``llm_bench_runs`` = ``bench_health_runs``
@@ -128,16 +152,21 @@ def canary_variables(variables: Mapping[str, Any]) -> dict[str, Any]:
         raise InputError("bench_health_canary is not set for this host; name its canary variant (e.g. nvidia-bare) "
                          "in the host's group_vars (inventory/group_vars/<group>/main.yml) or -e bench_health_canary=NAME")
     minimum = verdict_mod.MIN_REQUESTS
-    runs = variables.get("bench_health_runs")
+    given = variables.get("bench_health_runs")
     try:
-        runs = minimum if runs in (None, "") else int(runs)
+        if given in (None, ""):
+            runs = minimum
+        elif isinstance(given, (str, int, float)):
+            runs = int(given)
+        else:
+            raise TypeError(given)  # a list or a mapping
     except (TypeError, ValueError):
-        raise InputError(f"bench_health_runs is {runs!r}; it must be a whole number >= {minimum} "
+        raise InputError(f"bench_health_runs is {given!r}; it must be a whole number >= {minimum} "
                          "(the requests a verdict needs)") from None
     if runs < minimum:
         raise InputError(f"bench_health_runs is {runs}; it must be >= {minimum} (the requests per side a verdict "
                          f"needs, sparkbench.verdict.MIN_REQUESTS): set bench_health_runs: {minimum}")
-    out = dict(variables)
+    out: dict[str, JSON] = dict(variables)
     # A fixed canary: no bracket run, no target precision (the same requests on every unit).
     out.update(bench_select=[name], llm_bench_runs=runs, llm_bench_concurrency=[], llm_bench_context=[0],
                llm_bench_quality=False, llm_bench_image=False, bench_bracket=False,
@@ -162,14 +191,14 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _phase_stat(doc: Mapping[str, Any], new: tuple[str, str], old: str) -> float | None:
+def _phase_stat(doc: StoredResult, new: tuple[str, str], old: str) -> float | None:
     """A single-stream telemetry figure: ``telemetry.phases.single.<new[0]>.<new[1]>`` (measure.py),
     else ``telemetry.single.<old>`` (older documents)."""
     value = _num(_dig(doc, "telemetry", "phases", "single", *new))
     return value if value is not None else _num(_dig(doc, "telemetry", "single", old))
 
 
-def unit_figures(doc: Mapping[str, Any]) -> dict[str, Any]:
+def unit_figures(doc: StoredResult) -> CanaryFigures:
     """The canary figures of one result document: ``decode_tok_s`` (single-stream median, tok/s),
     ``n`` (valid requests), ``clock_under_load_mhz`` / ``clock_max_mhz`` / ``clock_share_of_max``
     (``protocol.clock``), ``power_w`` (mean, single stream), ``temperature_c`` (max),
@@ -185,29 +214,30 @@ def unit_figures(doc: Mapping[str, Any]) -> dict[str, Any]:
         "clock_under_load_mhz": under, "clock_max_mhz": top, "clock_share_of_max": share,
         "power_w": _phase_stat(doc, ("power_w", "mean"), "power_w_mean"),
         "temperature_c": _phase_stat(doc, ("temperature_c", "max"), "temp_c_max"),
-        "flags": [f for f in (_dig(doc, "protocol", "flags") or []) if isinstance(f, Mapping)],
-        "manifest": {f: _dig(doc, "manifest", f) for f in MANIFEST_FIELDS},
+        "flags": cast("list[Flag]", [f for f in (_dig(doc, "protocol", "flags") or []) if isinstance(f, Mapping)]),
+        "manifest": cast("ManifestFields", {f: _dig(doc, "manifest", f) for f in MANIFEST_FIELDS}),
         "simulated": bool(doc.get("simulated")),
     }
 
 
-def peer_key(doc: Mapping[str, Any]) -> tuple[str, str, str]:
+def peer_key(doc: StoredResult) -> tuple[str, str, str]:
     """(hardware profile, model, canary variant) — units with the same key are peers."""
     return (str(_dig(doc, "profile", "hardware", "name") or "unknown hardware"),
             str(_dig(doc, "variant", "model") or _dig(doc, "manifest", "model") or "unknown model"),
             str(_dig(doc, "variant", "name") or ""))
 
 
-def _failure(doc: Mapping[str, Any] | None, reason: str | None) -> dict[str, str] | None:
+def _failure(doc: StoredResult | None, reason: str | None) -> UnitFailure | None:
     """{stage, reason, remedy} when the unit has no usable canary, else None."""
     if doc is None:
         return {"stage": "host", "reason": reason or "no canary result (the host did not reach the canary)",
                 "remedy": "fix the host problem named in the reason (connection, provisioning), then run health.yml again"}
     if doc.get("status") != "complete" or SINGLE_DECODE.read(doc) is None:
-        fail = doc.get("failure") or {}
-        return {"stage": str(fail.get("stage") or "measure"),
-                "reason": str(fail.get("reason") or reason or f"canary status {doc.get('status')!r}, no single-stream median"),
-                "remedy": str(fail.get("remedy") or "read the canary's result file for the errors and the log excerpt")}
+        fail = doc.get("failure")
+        stage, why, remedy = (fail.get("stage"), fail.get("reason"), fail.get("remedy")) if fail else (None, None, None)
+        return {"stage": str(stage or "measure"),
+                "reason": str(why or reason or f"canary status {doc.get('status')!r}, no single-stream median"),
+                "remedy": str(remedy or "read the canary's result file for the errors and the log excerpt")}
     return None
 
 
@@ -223,7 +253,7 @@ def _mad_spread_pct(values: Sequence[float], centre: float) -> float:
     return MAD_SCALE * median(abs(v - centre) for v in values) / centre * 100.0 if centre else 0.0
 
 
-def _majority(values: Sequence[Any]) -> Any:
+def _majority(values: Sequence[str | None]) -> str | None:
     """The most common non-null value; None when there is none or the top is a tie."""
     counts = Counter(str(v) for v in values if v not in (None, "", "unknown")).most_common(2)
     if not counts or (len(counts) == 2 and counts[0][1] == counts[1][1]):
@@ -231,17 +261,8 @@ def _majority(values: Sequence[Any]) -> Any:
     return counts[0][0]
 
 
-class _Cause(TypedDict):
-    """A probable cause of a slow unit: its code (a flag's, a manifest field's, ``clock``, ...),
-    its words and its remedy (``REMEDY``); the unit entry keeps the words and the codes."""
-
-    code: str
-    text: str
-    remedy: str
-
-
-def _telemetry_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]) -> list[_Cause]:
-    causes: list[_Cause] = []
+def _telemetry_causes(fig: CanaryFigures, peers: Sequence[CanaryFigures]) -> list[Cause]:
+    causes: list[Cause] = []
     under, top, share = fig["clock_under_load_mhz"], fig["clock_max_mhz"], fig["clock_share_of_max"]
     peer_clock = [p["clock_under_load_mhz"] for p in peers if p["clock_under_load_mhz"] is not None]
     peer_clock_med = median(peer_clock) if peer_clock else None
@@ -271,8 +292,8 @@ def _telemetry_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]
     return causes
 
 
-def _manifest_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]]) -> list[_Cause]:
-    causes: list[_Cause] = []
+def _manifest_causes(fig: CanaryFigures, peers: Sequence[CanaryFigures]) -> list[Cause]:
+    causes: list[Cause] = []
     for field in MANIFEST_FIELDS:
         value = fig["manifest"].get(field)
         majority = _majority([p["manifest"].get(field) for p in peers])
@@ -284,27 +305,35 @@ def _manifest_causes(fig: Mapping[str, Any], peers: Sequence[Mapping[str, Any]])
     return causes
 
 
-def _pooled(docs: Sequence[Mapping[str, Any]]) -> list[float]:
+def _pooled(docs: Sequence[StoredResult]) -> list[float]:
     return [x for d in docs for x in verdict_mod.samples(d, "single")]
 
 
 #: The measured units of one peer group, ``(host, document, figures)``, and the groups by ``peer_key``.
-_Peers = list[tuple[str, Mapping[str, Any], dict[str, Any]]]
+_Peers = list[tuple[str, "StoredResult", "CanaryFigures"]]
 _PeerGroups = dict[tuple[str, str, str], _Peers]
 
 
-def _by_peer_group(units: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], _PeerGroups]:
+def _by_peer_group(units: Sequence[HealthInput]) -> tuple[list[UnitRow], _PeerGroups]:
     """One row per unit (``host``, ``figures``, ``failure``) and the measured units by peer key."""
-    rows: list[dict[str, Any]] = []
+    rows: list[UnitRow] = []
     measured: _PeerGroups = {}
     for u in units:
         host, doc = str(u["host"]), u.get("doc")
         fail = _failure(doc, u.get("reason"))
-        row: dict[str, Any] = {"host": host, "figures": unit_figures(doc) if doc else {}, "failure": fail}
-        rows.append(row)
-        if fail is None:
-            measured.setdefault(peer_key(doc), []).append((host, doc, row["figures"]))
+        canary = unit_figures(doc) if doc else None
+        rows.append({"host": host, "figures": {**canary} if canary is not None else {}, "failure": fail})
+        if fail is None and doc and canary is not None:  # no failure: the canary measured
+            measured.setdefault(peer_key(doc), []).append((host, doc, canary))
     return rows, measured
+
+
+def _rate(fig: CanaryFigures) -> float:
+    """A measured unit's canary median [tok/s] (a unit without one failed: ``_failure``)."""
+    rate = fig["decode_tok_s"]
+    if rate is None:
+        raise ValueError("a measured unit without a single-stream median")
+    return rate
 
 
 def detectable_fall_pct(mdd_pct: float) -> float:
@@ -314,51 +343,51 @@ def detectable_fall_pct(mdd_pct: float) -> float:
     return 100.0 * (1.0 - 1.0 / (1.0 + mdd_pct / 100.0)) if mdd_pct > 0 else 0.0
 
 
-def _detectable_fall(cmp: Mapping[str, Any]) -> float:
+def _detectable_fall(cmp: SampleVerdict) -> float:
     """``detectable_fall_pct`` of a ``verdict.compare_samples`` result (0 without an MDD)."""
     return detectable_fall_pct(_num(cmp.get("mdd_pct")) or 0.0)
 
 
-def _versus_peers(host: str, doc: Mapping[str, Any], fig: Mapping[str, Any], key: tuple[str, str, str],
+def _versus_peers(host: str, doc: StoredResult, fig: CanaryFigures, key: tuple[str, str, str],
                   members: _Peers, *, k: float, floor_pct: float, seed: int,
-                  resamples: int) -> tuple[dict[str, Any], bool]:
+                  resamples: int) -> tuple[PeerFigures, bool]:
     """``(figures vs the peers, slow by peers)``; with fewer than ``MIN_PEERS`` units the figures
     say why there is no peer judgement."""
-    peers_fig: dict[str, Any] = {"group": {"hardware": key[0], "model": key[1], "variant": key[2]},
-                                 "units": len(members)}
+    peers_fig: PeerFigures = {"group": {"hardware": key[0], "model": key[1], "variant": key[2]},
+                              "units": len(members)}
     if len(members) < MIN_PEERS:
         peers_fig["reason"] = f"{len(members)} unit(s) of this hardware, model and canary: {MIN_PEERS} needed"
         return peers_fig, False
-    values = [f["decode_tok_s"] for _, _, f in members]
+    values = [_rate(f) for _, _, f in members]
     centre = median(values)
     spread = _mad_spread_pct(values, centre)
     band = max(k * spread, floor_pct)
     others = [(d, f) for h, d, f in members if h != host]
-    inliers = [d for d, f in others if abs(f["decode_tok_s"] - centre) / centre * 100.0 <= band]
+    inliers = [d for d, f in others if abs(_rate(f) - centre) / centre * 100.0 <= band]
     cmp = verdict_mod.compare_samples(_pooled(inliers or [d for d, _ in others]),
                                       verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
     threshold = max(k * spread, _detectable_fall(cmp), floor_pct)
-    deviation = (fig["decode_tok_s"] - centre) / centre * 100.0
-    peers_fig.update(median_tok_s=centre, spread_pct=spread, deviation_pct=deviation, threshold_pct=threshold,
-                     verdict=cmp.get("kind"), pct=cmp.get("pct"), lo=cmp.get("lo"), hi=cmp.get("hi"),
-                     mdd_pct=cmp.get("mdd_pct"), text=verdict_mod.explained(cmp),
-                     reference_units=len(inliers) or len(others))
+    deviation = (_rate(fig) - centre) / centre * 100.0
+    peers_fig.update({"median_tok_s": centre, "spread_pct": spread, "deviation_pct": deviation,
+                      "threshold_pct": threshold, "verdict": cmp["kind"], "pct": cmp.get("pct"), "lo": cmp.get("lo"),
+                      "hi": cmp.get("hi"), "mdd_pct": cmp.get("mdd_pct"), "text": verdict_mod.explained(cmp),
+                      "reference_units": len(inliers) or len(others)})
     return peers_fig, deviation < -threshold and cmp.get("kind") == "differs"
 
 
-def _against_earlier(earlier: list[float], doc: Mapping[str, Any], *, floor_pct: float, seed: int,
-                     resamples: int) -> tuple[dict[str, Any], bool]:
+def _against_earlier(earlier: list[float], doc: StoredResult, *, floor_pct: float, seed: int,
+                     resamples: int) -> tuple[Comparison, bool]:
     """``(verdict figures, slow)`` of this canary's requests against an earlier set (the rule under
     History): ``differs`` with pct < −max(``detectable_fall_pct``(mdd_pct), ``floor_pct``)."""
     cmp = verdict_mod.compare_samples(earlier, verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
     threshold = max(_detectable_fall(cmp), floor_pct)
     slow = cmp.get("kind") == "differs" and (_num(cmp.get("pct")) or 0.0) < -threshold
-    return ({"verdict": cmp.get("kind"), "pct": cmp.get("pct"), "lo": cmp.get("lo"), "hi": cmp.get("hi"),
+    return ({"verdict": cmp["kind"], "pct": cmp.get("pct"), "lo": cmp.get("lo"), "hi": cmp.get("hi"),
              "mdd_pct": cmp.get("mdd_pct"), "threshold_pct": threshold, "text": verdict_mod.explained(cmp)}, slow)
 
 
-def _versus_history(past: Mapping[str, Any] | None, doc: Mapping[str, Any], *, floor_pct: float, seed: int,
-                    resamples: int) -> tuple[dict[str, Any] | None, bool]:
+def _versus_history(past: EarlierCanary | None, doc: StoredResult, *, floor_pct: float, seed: int,
+                    resamples: int) -> tuple[HistoryFigures | None, bool]:
     """``(figures vs the unit's earlier healthy canary, slow by history)``; ``(None, False)`` without one."""
     if not past:
         return None, False
@@ -368,8 +397,8 @@ def _versus_history(past: Mapping[str, Any] | None, doc: Mapping[str, Any], *, f
              **fig}, slow)
 
 
-def _versus_deployment(dep: Mapping[str, Any], doc: Mapping[str, Any], *, floor_pct: float, seed: int,
-                       resamples: int) -> tuple[dict[str, Any], bool]:
+def _versus_deployment(dep: ResidentDeployment, doc: StoredResult, *, floor_pct: float, seed: int,
+                       resamples: int) -> tuple[DeploymentFigures, bool]:
     """``(figures vs the resident's deployment canary, slow by it)``: the history rule with the
     deployment canary's requests (``dep["samples"]``) as the earlier run."""
     fig, slow = _against_earlier([float(x) for x in dep.get("samples") or []], doc, floor_pct=floor_pct, seed=seed,
@@ -377,23 +406,23 @@ def _versus_deployment(dep: Mapping[str, Any], doc: Mapping[str, Any], *, floor_
     return {"deployed_at": dep.get("deployed_at"), **fig}, slow
 
 
-def _failed(row: dict[str, Any]) -> None:
-    fail = row["failure"]
-    row.update(verdict="failed", causes=[f"{fail['stage']}: {fail['reason']}"], remedy=fail["remedy"], notes=[],
-               line=f"{row['host']}: failed — {fail['stage']}: {fail['reason']}")
+def _failed(row: UnitRow, fail: UnitFailure) -> None:
+    """``row`` (its failure ``fail``) made a failed unit's entry."""
+    row.update({"verdict": "failed", "causes": [f"{fail['stage']}: {fail['reason']}"], "remedy": fail["remedy"],
+                "notes": [], "line": f"{row['host']}: failed — {fail['stage']}: {fail['reason']}"})
 
 
-def _slow(row: dict[str, Any], causes: list[_Cause], basis: list[str]) -> None:
+def _slow(row: UnitRow, causes: list[Cause], basis: list[str]) -> None:
     if not causes:
         causes = [{"code": "unexplained", "text": "no telemetry or manifest difference explains it",
                    "remedy": REMEDY["unexplained"]}]
-    row.update(verdict="slow", causes=[c["text"] for c in causes], cause_codes=[c["code"] for c in causes],
-               remedy="; ".join(dict.fromkeys(c["remedy"] for c in causes)), notes=[], basis=basis,
-               line=f"{row['host']}: slow — " + "; ".join(c["text"] for c in causes) + f" ({'; '.join(basis)})")
+    row.update({"verdict": "slow", "causes": [c["text"] for c in causes], "cause_codes": [c["code"] for c in causes],
+                "remedy": "; ".join(dict.fromkeys(c["remedy"] for c in causes)), "notes": [], "basis": basis,
+                "line": f"{row['host']}: slow — " + "; ".join(c["text"] for c in causes) + f" ({'; '.join(basis)})"})
 
 
-def _healthy(row: dict[str, Any], fig: Mapping[str, Any], peers_fig: Mapping[str, Any],
-             causes: list[_Cause]) -> None:
+def _healthy(row: UnitRow, fig: CanaryFigures, peers_fig: PeerFigures,
+             causes: list[Cause]) -> None:
     notes = [c["text"] for c in causes]
     if "deviation_pct" in peers_fig:
         figure = f"{fig['decode_tok_s']:.2f} tok/s, {_signed(peers_fig['deviation_pct'])} vs peers ({peers_fig['text']})"
@@ -405,15 +434,16 @@ def _healthy(row: dict[str, Any], fig: Mapping[str, Any], peers_fig: Mapping[str
         line += f"; {_resident_words(row['resident'])}: {dep['text']} vs its deployment"
     if notes:
         line += "; reported, not flagged: " + "; ".join(notes)
-    row.update(verdict="healthy", causes=[], cause_codes=[], remedy=None, notes=notes, basis=[], line=line)
+    row.update({"verdict": "healthy", "causes": [], "cause_codes": [], "remedy": None, "notes": notes, "basis": [],
+                "line": line})
 
 
-def _resident_words(res: Mapping[str, Any]) -> str:
+def _resident_words(res: ResidentRef) -> str:
     """``resident NAME (VARIANT, deployed WHEN)``."""
     return f"resident {res['name']} ({res['variant']}, deployed {res['deployed_at']})"
 
 
-def _slow_with_a_cause(peers_fig: Mapping[str, Any], causes: Sequence[str], floor_pct: float) -> bool:
+def _slow_with_a_cause(peers_fig: PeerFigures, causes: Sequence[Cause], floor_pct: float) -> bool:
     """A unit whose own telemetry or manifest names a cause is slow when its requests differ from
     its peers' and the whole 95 % interval of the difference lies below −floor: the cause explains
     the deviation, so the peers' spread (three medians on a loaded controller can spread by tens
@@ -424,9 +454,9 @@ def _slow_with_a_cause(peers_fig: Mapping[str, Any], causes: Sequence[str], floo
     return hi is not None and hi < -floor_pct
 
 
-def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str, Any]] | None = None, *,
+def judge(units: Sequence[HealthInput], history: Mapping[str, EarlierCanary] | None = None, *,
           k: float = DEFAULT_K, floor_pct: float = DEFAULT_FLOOR_PCT, seed: int = 0,
-          resamples: int = 2000) -> dict[str, Any]:
+          resamples: int = 2000) -> Judgement:
     """Judge every unit. ``units``: ``[{"host", "doc": result document or None, "reason": why the
     host failed (or None), "deployment": a resident unit's deployment (or absent)}]``; ``history``:
     per host the earlier healthy canary document to compare with (or absent). Returns ``{"units":
@@ -444,9 +474,10 @@ def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str,
         host = row["host"]
         dep = deployments.get(host)
         if dep is not None:
-            row["resident"] = {k: dep.get(k) for k in ("name", "variant", "deployed_at", "run", "port")}
+            row["resident"] = {"name": dep.get("name"), "variant": dep.get("variant"),
+                               "deployed_at": dep.get("deployed_at"), "run": dep.get("run"), "port": dep.get("port")}
         if row["failure"] is not None:
-            _failed(row)
+            _failed(row, row["failure"])
             if dep is not None:
                 row["line"] += f" ({_resident_words(row['resident'])})"
             continue
@@ -472,7 +503,7 @@ def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str,
                          f"{peers_fig['text']}")
         if slow_hist and dep_fig is not None:
             basis.append(f"{_resident_words(row['resident'])} vs its deployment: {dep_fig['text']}")
-        elif slow_hist:
+        elif slow_hist and hist_fig is not None:  # slow by history: there was an earlier canary
             basis.append(f"vs its run {hist_fig['run_id']}: {hist_fig['text']}")
         if slow_peers or slow_hist:
             _slow(row, causes, basis)
@@ -486,13 +517,13 @@ def judge(units: Sequence[Mapping[str, Any]], history: Mapping[str, Mapping[str,
 
 # --------------------------------------------------------------------------- files
 
-def load_unit(path: str | Path) -> dict[str, Any] | None:
+def load_unit(path: str | Path) -> StoredResult | None:
     """A canary result document with the probe after it (``sparkbench.result.stored``), or None
     when the file is missing or unreadable."""
-    return result_mod.stored(path) or None
+    return cast("StoredResult | None", result_mod.stored(path) or None)
 
 
-def markdown(judgement: Mapping[str, Any], run_id: str) -> str:
+def markdown(judgement: Judgement, run_id: str) -> str:
     """``health.md``: the verdict lines, then per unit its figures, causes and remedy."""
     out = [f"# Fleet health — run {run_id}", ""]
     if judgement.get("simulated"):
@@ -504,21 +535,25 @@ def markdown(judgement: Mapping[str, Any], run_id: str) -> str:
     out += ["| unit | verdict | canary tok/s | peers' median | deviation | verdict vs peers | clock under load / max "
             "| power W | temp °C | history |", "|---|---|---|---|---|---|---|---|---|---|"]
 
-    def f(value: Any, fmt: str) -> str:
+    def f(value: float | None, fmt: str) -> str:
         return format(value, fmt) if isinstance(value, (int, float)) else "—"
 
     for u in judgement["units"]:
-        fig, peers, hist = u["figures"], u["figures"].get("peers") or {}, u["figures"].get("history") or {}
+        fig, peers, past = u["figures"], u["figures"].get("peers"), u["figures"].get("history")
         clock = (f"{f(fig.get('clock_under_load_mhz'), '.0f')} / {f(fig.get('clock_max_mhz'), '.0f')} MHz"
                  if fig.get("clock_under_load_mhz") is not None else "—")
+        centre, deviation = (peers.get("median_tok_s"), peers.get("deviation_pct")) if peers else (None, None)
+        versus = (peers.get("text") or peers.get("reason")) if peers else None
+        history_text = past.get("text") if past else None
         if u.get("resident"):
-            hist = {"text": f"deployment {u['resident']['deployed_at']}: "
-                            f"{(fig.get('deployment') or {}).get('text') or '—'}"}
+            dep = fig.get("deployment")
+            history_text = (f"deployment {u['resident']['deployed_at']}: "
+                            f"{(dep.get('text') if dep else None) or '—'}")
         out.append(f"| {u['host']} | {u['verdict']} | {f(fig.get('decode_tok_s'), '.2f')} | "
-                   f"{f(peers.get('median_tok_s'), '.2f')} | "
-                   f"{_signed(peers['deviation_pct']) if peers.get('deviation_pct') is not None else '—'} | "
-                   f"{peers.get('text') or peers.get('reason') or '—'} | {clock} | {f(fig.get('power_w'), '.0f')} | "
-                   f"{f(fig.get('temperature_c'), '.0f')} | {hist.get('text') or '—'} |")
+                   f"{f(centre, '.2f')} | "
+                   f"{_signed(deviation) if deviation is not None else '—'} | "
+                   f"{versus or '—'} | {clock} | {f(fig.get('power_w'), '.0f')} | "
+                   f"{f(fig.get('temperature_c'), '.0f')} | {history_text or '—'} |")
     residents = [u for u in judgement["units"] if u.get("resident")]
     if residents:
         out += ["", "Residents (the unit's canary was its deployed service, judged against its deployment):", ""]
@@ -531,7 +566,7 @@ def markdown(judgement: Mapping[str, Any], run_id: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(run_dir: str | Path, judgement: Mapping[str, Any], run_id: str) -> dict[str, str]:
+def write(run_dir: str | Path, judgement: Judgement, run_id: str) -> dict[str, str]:
     """Write ``health.json`` and ``health.md`` into the run folder; returns their paths.
 
     ``health.json`` is ``judgement`` (``judge``'s) with its ``schema_version``, the run id and

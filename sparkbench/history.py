@@ -33,18 +33,60 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, get_args
 
 from .errors import DocumentError
 from .measure.figures import SINGLE_DECODE
 from .paths import DEFAULT_RESULTS_DIR
 
+if TYPE_CHECKING:
+    from .result_shapes import StoredResult
+
 SCHEMA = "2"
 INDEX_NAME = "index.sqlite"
-COLUMNS = ("run_id", "time", "host", "variant", "config_hash", "status", "single_median", "n",
-           "clock_under_load_mhz", "clock_max_mhz", "power_w", "temperature_c", "driver", "kernel", "image_id",
-           "image_digest", "vllm_version", "model_revision", "simulated", "health", "predicted_single",
-           "prediction_error", "path")
+#: a column of ``results``
+IndexColumn = Literal["run_id", "time", "host", "variant", "config_hash", "status", "single_median", "n",
+                      "clock_under_load_mhz", "clock_max_mhz", "power_w", "temperature_c", "driver", "kernel",
+                      "image_id", "image_digest", "vllm_version", "model_revision", "simulated", "health",
+                      "predicted_single", "prediction_error", "path"]
+#: the columns of ``results``, in order
+COLUMNS: tuple[IndexColumn, ...] = get_args(IndexColumn)
+
+
+class IndexRow(TypedDict):
+    """One row of ``results``: a stored result's figures (the module docstring says each column)."""
+
+    run_id: str
+    time: str
+    host: str
+    variant: str
+    config_hash: str | None
+    status: str | None
+    single_median: float | None
+    n: int
+    clock_under_load_mhz: float | None
+    clock_max_mhz: float | None
+    power_w: float | None
+    temperature_c: float | None
+    driver: str | None
+    kernel: str | None
+    image_id: str | None
+    image_digest: str | None
+    vllm_version: str | None
+    model_revision: str | None
+    simulated: int
+    health: str | None
+    predicted_single: float | None
+    prediction_error: float | None
+    path: str
+
+
+class TrendRow(IndexRow):
+    """An index row with its Δ % vs the previous and the first complete run of its variant
+    (:func:`trend`; None where there is none)."""
+
+    delta_prev_pct: float | None
+    delta_first_pct: float | None
 
 
 def index_path(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> Path:
@@ -104,7 +146,7 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _row(run_id: str, path: Path, doc: dict, health: dict[str, str]) -> dict[str, Any]:
+def _row(run_id: str, path: Path, doc: StoredResult, health: dict[str, str]) -> IndexRow:
     from . import verdict as verdict_mod
     from .predict.calibration import twin_single
 
@@ -175,7 +217,7 @@ def _fill(db: sqlite3.Connection, results_dir: Path) -> None:
                 continue
             if not isinstance(doc, dict) or not isinstance(doc.get("status"), str):
                 continue  # not a result document (e.g. a report's results.json in a nested folder)
-            row = _row(run_dir.name, path, doc, health)
+            row = _row(run_dir.name, path, cast("StoredResult", doc), health)  # a result document, unvalidated
             if any(isinstance(row[c], (dict, list)) for c in COLUMNS):
                 continue
             db.execute(f"INSERT OR REPLACE INTO results VALUES ({', '.join('?' * len(COLUMNS))})",
@@ -209,7 +251,7 @@ def ensure(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> tuple[Path, str | N
 
 
 def rows(results_dir: str | Path = DEFAULT_RESULTS_DIR, host: str | None = None, variant: str | None = None,
-         persist: bool = True) -> list[dict[str, Any]]:
+         persist: bool = True) -> list[IndexRow]:
     """Index rows (oldest first) for a host and/or variant; the index is brought up to date first.
     ``persist=False`` (the report): a missing index is not created; the rows come from an index
     built in memory (a stale existing one is rebuilt on disk as usual)."""
@@ -227,13 +269,13 @@ def rows(results_dir: str | Path = DEFAULT_RESULTS_DIR, host: str | None = None,
     sql = "SELECT * FROM results" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY time, run_id"
     try:
         db.row_factory = sqlite3.Row
-        return [dict(r) for r in db.execute(sql, args)]
+        return [cast("IndexRow", dict(r)) for r in db.execute(sql, args)]  # the columns of IndexRow
     finally:
         db.close()
 
 
 def previous_healthy(results_dir: str | Path, host: str, variant: str, config_hash: str | None,
-                     before_run: str) -> dict[str, Any] | None:
+                     before_run: str) -> IndexRow | None:
     """The unit's most recent complete canary, judged ``healthy`` by its run's health.json, with
     the same configuration hash, from a run other than ``before_run`` (and older in time)."""
     candidates = [r for r in rows(results_dir, host, variant)
@@ -242,15 +284,15 @@ def previous_healthy(results_dir: str | Path, host: str, variant: str, config_ha
     return candidates[-1] if candidates else None
 
 
-def trend(index_rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def trend(index_rows: Iterable[IndexRow]) -> list[TrendRow]:
     """Per variant, each run's single-stream median with Δ vs the previous run and vs the first
     (Δ % = (x − ref) / ref × 100 over the complete runs of that variant)."""
-    out: list[dict[str, Any]] = []
+    out: list[TrendRow] = []
     first: dict[str, float] = {}
     prev: dict[str, float] = {}
     for r in index_rows:
         v, x = r["variant"], r["single_median"]
-        row = {**r, "delta_prev_pct": None, "delta_first_pct": None}
+        row: TrendRow = {**r, "delta_prev_pct": None, "delta_first_pct": None}
         if r["status"] == "complete" and x is not None:
             if v in prev and prev[v]:
                 row["delta_prev_pct"] = (x - prev[v]) / prev[v] * 100.0
@@ -262,7 +304,7 @@ def trend(index_rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def format_trend(trend_rows: list[dict[str, Any]], host: str) -> list[str]:
+def format_trend(trend_rows: list[TrendRow], host: str) -> list[str]:
     """One line per run: run id, variant, median, Δ vs previous, Δ vs first, clock, driver, health."""
     if not trend_rows:
         return [f"{host}: no stored results"]
@@ -283,7 +325,7 @@ def format_trend(trend_rows: list[dict[str, Any]], host: str) -> list[str]:
 
 
 def host_trends(results_dir: str | Path, hosts: Iterable[str], variants: Iterable[str] | None = None,
-                persist: bool = False) -> dict[str, list[dict[str, Any]]]:
+                persist: bool = False) -> dict[str, list[TrendRow]]:
     """Per host, the trend rows of the given variants (all when None) — what the report draws."""
     wanted = set(variants) if variants is not None else None
     every = rows(results_dir, persist=persist)

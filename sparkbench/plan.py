@@ -81,6 +81,7 @@ if TYPE_CHECKING:  # the plan's own shapes: sparkbench/plan_types.py (pt.PlanEnt
     from .measure.shapes import JSONObject
     from .memory.engine import MemoryRow
     from .preflight import KnownIssues, Preflight
+    from .serve.shapes import DockerContainer
     from .settings import Settings, SettingsInput
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -408,7 +409,7 @@ def _interference_residents(plan: pt.HostPlan, listing: list[record_mod.Resident
             for f in found]
 
 
-def with_residents(plan: pt.HostPlan, containers: list[Mapping[str, Any]] | None) -> pt.HostPlan:
+def with_residents(plan: pt.HostPlan, containers: list[DockerContainer] | None) -> pt.HostPlan:
     """The plan with every entry's memory plan checked again against the residents the unit
     lists (``containers``: community.docker.docker_host_info's verbose list, label
     ``sparkbench.resident``), its summary lines rebuilt; with ``bench_interference`` on, each

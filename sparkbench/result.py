@@ -18,9 +18,9 @@ raises ``DocumentError`` naming the first wrong fields.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from . import bandwidth as bandwidth_mod
 from . import cluster as cluster_mod
@@ -30,8 +30,31 @@ from .measure.figures import MODEL_MEMORY, TIME_TO_READY
 from .paths import SCHEMA_PATH, write_atomic
 from .secrets import public_env, redact_text
 
+if TYPE_CHECKING:
+    from .cluster.shapes import Failure as ClusterFailure
+    from .host_failure import HostFailure, TaskResult
+    from .launch import LaunchSpec
+    from .matrix import Variant
+    from .measure.bandwidth import BandwidthReading
+    from .measure.conditions import DropCaches, ProtocolBlock
+    from .measure.shapes import JSONObject
+    from .plan_types import PlanEntry
+    from .result_inputs import (
+        ClusterRecord,
+        CoresidenceRuns,
+        HostFacts,
+        ProbeAfterOutcome,
+        RecordOutcome,
+        ResultVariables,
+        ServerDiagnosis,
+        ServerReady,
+        StoredHardwareProfile,
+    )
+    from .result_shapes import FailureBlock, KernelsBlock, ManifestBlock, Stage, StoredResult
+    from .settings import Settings
+
 SCHEMA_VERSION = "1"
-STAGES = ("host", "preflight", "launch", "measure")
+STAGES: tuple[Stage, ...] = ("host", "preflight", "launch", "measure")
 LOG_EXCERPT_CHARS = 4000
 #: What a failure says when nothing better is known, per stage.
 DEFAULT_REMEDY = {
@@ -58,7 +81,10 @@ def _validator():
     return _VALIDATOR
 
 
-def validation_errors(doc: Any) -> list[str]:
+_Doc = TypeVar("_Doc")
+
+
+def validation_errors(doc: object) -> list[str]:
     """Every schema violation of ``doc`` as ``path: message`` (``[]`` when valid)."""
     out = []
     for err in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
@@ -67,7 +93,7 @@ def validation_errors(doc: Any) -> list[str]:
     return out
 
 
-def validate(doc: Any) -> dict[str, Any]:
+def validate(doc: _Doc) -> _Doc:
     """``doc`` when it matches the schema; else ``DocumentError`` with the first violations."""
     problems = validation_errors(doc)
     if problems:
@@ -76,8 +102,7 @@ def validate(doc: Any) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- the controller's part
-def manifest(variant: Mapping[str, Any], launch: Mapping[str, Any], host: Mapping[str, Any],
-             settings: Mapping[str, Any]) -> dict[str, Any]:
+def manifest(variant: Variant, launch: LaunchSpec, host: HostFacts, settings: Settings) -> ManifestBlock:
     """What is needed to reproduce the figures: image and its id/digest, model and revision, the
     launch command, driver, CUDA, GPU, OS, kernel, Docker, sparkbench version, settings.
 
@@ -106,18 +131,18 @@ def manifest(variant: Mapping[str, Any], launch: Mapping[str, Any], host: Mappin
         "docker": gpu.get("docker_version", "unknown"),
         "sparkbench_version": host.get("sparkbench_version") or "unknown",
         "sparkbench_commit": host.get("sparkbench_commit"),
-        "settings": dict(settings),
+        "settings": {**settings},
         "simulated": host.get("simulated"),
         "backend": host.get("backend"),
     }
 
 
-def context_fields(plan: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+def context_fields(plan: PlanEntry, host: HostFacts) -> StoredResult:
     """The controller's part of every document of a planned variant (``sparkbench.plan``)."""
-    variant = dict(plan["variant"])
+    variant: Variant = {**plan["variant"]}
     launch = plan["launch"]
     variant["env"] = public_env(variant.get("env"))
-    profile_hw = dict(plan.get("hardware_profile") or {})
+    profile_hw: StoredHardwareProfile = {**(plan.get("hardware_profile") or {})}
     if "memory_bandwidth_gbps" in profile_hw:
         profile_hw.setdefault("bandwidth_gbs", profile_hw["memory_bandwidth_gbps"])
     return {
@@ -131,42 +156,46 @@ def context_fields(plan: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str
         "config_hash": plan["config_hash"],
         "manifest": manifest(variant, launch, host, plan["settings"]),
         "profile": {"hardware": profile_hw or None, "model": plan.get("model_profile") or None},
-        "preflight": dict(plan["preflight"]),
+        "preflight": {**plan["preflight"]},
     }
 
 
-def _excerpt(text: Any) -> str:
+def _excerpt(text: object) -> str:
     """The last ``LOG_EXCERPT_CHARS`` of a log, without blank lines at either end."""
     return str(text or "")[-LOG_EXCERPT_CHARS:].strip()
 
 
-def failure(stage: str, reason: Any, remedy: Any = None, log_excerpt: Any = "", issues: Any = ()) -> dict[str, Any]:
+def failure(stage: str, reason: object, remedy: object = None, log_excerpt: object = "",
+            issues: Iterable[object] | None = ()) -> FailureBlock:
     """A ``failure`` object; ``stage`` is one of ``STAGES``."""
-    if stage not in STAGES:
+    known = next((s for s in STAGES if s == stage), None)
+    if known is None:
         raise DocumentError(f"failure stage {stage!r} is not one of {', '.join(STAGES)}")
-    return {"stage": stage, "reason": str(reason or f"failed at {stage}").strip(),
+    return {"stage": known, "reason": str(reason or f"failed at {stage}").strip(),
             "remedy": str(remedy or DEFAULT_REMEDY[stage]).strip(), "log_excerpt": _excerpt(log_excerpt),
             "issues": [str(i) for i in issues or [] if i]}
 
 
-def failure_document(context: Mapping[str, Any], fail: Mapping[str, Any],
-                     measured: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def failure_document(context: StoredResult, fail: FailureBlock,
+                     measured: StoredResult | None = None) -> StoredResult:
     """A failed variant's document: its context, ``status: failed``, the failure; the measured
     block too when measure.py got as far as writing one (its errors are kept)."""
-    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "status": "failed",
-                           "simulated": (context.get("manifest") or {}).get("simulated"), "errors": []}
+    doc: StoredResult = {"schema_version": SCHEMA_VERSION, "status": "failed",
+                         "simulated": (context.get("manifest") or {}).get("simulated"), "errors": []}
     if measured:
-        doc.update({k: v for k, v in measured.items() if k not in ("status",)})
+        kept: StoredResult = {**measured}
+        kept.pop("status", None)
+        doc.update(kept)
         doc["schema_version"] = SCHEMA_VERSION
     doc.update(context)
     doc["status"] = "failed"
     doc["errors"] = list(doc.get("errors") or []) or [{"phase": fail["stage"], "request": None,
                                                        "message": fail["reason"]}]
-    doc["failure"] = dict(fail)
+    doc["failure"] = {**fail}
     return validate(doc)
 
 
-def kernels_block(log_text: Any, secret_values: Any = ()) -> dict[str, Any] | None:
+def kernels_block(log_text: object, secret_values: Iterable[object] | None = ()) -> KernelsBlock | None:
     """The ``kernels`` block (:func:`sparkbench.engine_log.parse_engine_log`) of a server's startup
     log, every string in it passed through :func:`sparkbench.secrets.redact_text` (the known
     ``secret_values`` and anything named or shaped like a secret) before it can be stored; the
@@ -174,39 +203,32 @@ def kernels_block(log_text: Any, secret_values: Any = ()) -> dict[str, Any] | No
     if not str(log_text or "").strip():
         return None
     values = [str(v) for v in secret_values or () if v]
-    k = engine_log.parse_engine_log(str(log_text))
-
-    def clean(v: Any) -> Any:
-        if isinstance(v, str):
-            return redact_text(v, values)
-        if isinstance(v, list):
-            return [clean(x) for x in v]
-        return v
-    out = {key: clean(v) for key, v in k.items() if key != "lines"}
-    out["lines"] = {field: clean(line) for field, line in k["lines"].items()}
-    return out
+    return engine_log.parse_engine_log(str(log_text), redact=lambda text: redact_text(text, values))
 
 
-def complete_document(context: Mapping[str, Any], measured: Mapping[str, Any],
-                      startup: Mapping[str, Any] | None = None, stderr: Any = "",
-                      secret_values: Any = (), server: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def complete_document(context: StoredResult, measured: StoredResult, startup: ServerReady | None = None,
+                      stderr: object = "", secret_values: Iterable[object] | None = (),
+                      server: ServerDiagnosis | None = None) -> StoredResult:
     """measure.py's measured block + the context; an incomplete one gets ``failure {stage: measure}``.
     ``startup`` (the vllm_server role's wait result) gives ``server_startup`` and, from its
     ``startup_log``, the ``kernels`` block (:func:`kernels_block`). ``server``: the diagnosis of
     the container log read after an incomplete measurement (as for a failed one,
     :func:`measure_failure`): an engine that died after serving some requests is named with its
     known issue and remedy."""
-    doc = dict(measured)
+    doc: StoredResult = {**measured}
     doc.update(context)
     kernels = kernels_block((startup or {}).get("startup_log"), secret_values)
     if kernels is not None:
         doc["kernels"] = kernels
-    man = dict(doc["manifest"])
-    man["vllm_version"] = (measured.get("server") or {}).get("version")
+    man: ManifestBlock = {**doc["manifest"]}
+    server_block = measured.get("server")
+    man["vllm_version"] = server_block.get("version") if server_block else None
     if measured.get("simulated") is not None:
         man["simulated"] = measured["simulated"]
     doc["manifest"] = man
-    doc[TIME_TO_READY.block] = {x.field: (startup or {}).get(x.field) for x in (TIME_TO_READY, MODEL_MEMORY)}
+    # server_startup: the block and fields the two figures declare (figures.py), so named dynamically.
+    doc.update(cast("StoredResult", {TIME_TO_READY.block: {x.field: (startup or {}).get(x.field)
+                                                           for x in (TIME_TO_READY, MODEL_MEMORY)}}))
     if doc.get("status") != "complete":
         if server and (server.get("issue") or server.get("line")):
             doc["failure"] = measure_failure(3, measured, stderr, server=server)[0]
@@ -218,8 +240,8 @@ def complete_document(context: Mapping[str, Any], measured: Mapping[str, Any],
 
 
 # --------------------------------------------------------------------------- failures per stage
-def measure_failure(rc: Any, stdout: Any, stderr: Any, msg: Any = "",
-                    server: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def measure_failure(rc: object, stdout: object, stderr: object, msg: object = "",
+                    server: ServerDiagnosis | None = None) -> tuple[FailureBlock, StoredResult | None]:
     """The failure of a measure.py run (exit 1 or 2, or a crash) and its measured block if any.
 
     ``server``: the diagnosis of the server's container log after the failed measurement (the
@@ -250,15 +272,16 @@ def measure_failure(rc: Any, stdout: Any, stderr: Any, msg: Any = "",
     return failure("measure", reason, log_excerpt=excerpt), measured
 
 
-def parse_measured(stdout: Any) -> dict[str, Any] | None:
-    """measure.py's JSON document from its stdout, or None when it wrote none."""
+def parse_measured(stdout: object) -> StoredResult | None:
+    """measure.py's JSON document from its stdout, or None when it wrote none (not validated here:
+    the document it completes is, before it is written)."""
     if isinstance(stdout, Mapping):
-        return dict(stdout)
+        return cast("StoredResult", dict(stdout))
     try:
         doc = json.loads(str(stdout or ""))
     except ValueError:
         return None
-    return doc if isinstance(doc, dict) else None
+    return cast("StoredResult", doc) if isinstance(doc, dict) else None
 
 
 # --------------------------------------------------------------------------- files
@@ -273,7 +296,8 @@ def probe_after_path(path: str | Path) -> Path:
     return p.parent / PROBE_AFTER_DIR / p.name
 
 
-def _json_object(path: Path) -> dict[str, Any]:
+def _json_object(path: Path) -> JSONObject:
+    """The JSON object in the file ``path`` as it lies there (not validated); ``{}`` when missing or corrupt."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -281,33 +305,34 @@ def _json_object(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def with_probe_after(doc: dict[str, Any], path: str | Path) -> dict[str, Any]:
+def with_probe_after(doc: StoredResult, path: str | Path) -> StoredResult:
     """``doc`` (the result stored at ``path``) with the probe after it, where one was written:
     ``protocol.bandwidth.after``, and on a drop ``drop`` and the ``bandwidth_drop`` flag
     (:func:`sparkbench.bandwidth.with_after`). A document that already holds one (written by
     sparkbench before 0.4.0) is returned as it is."""
-    block = (doc.get("protocol") or {}).get("bandwidth") if isinstance(doc.get("protocol"), Mapping) else None
+    proto = doc.get("protocol")
+    block = proto.get("bandwidth") if isinstance(proto, Mapping) else None
     if not isinstance(block, Mapping) or block.get("after") is not None:
         return doc
     after = _json_object(probe_after_path(path))
-    return bandwidth_mod.with_after(doc, after) if after else doc
+    return bandwidth_mod.with_after(doc, cast("BandwidthReading", after)) if after else doc
 
 
-def stored(path: str | Path) -> dict[str, Any]:
+def stored(path: str | Path) -> StoredResult:
     """A stored result as a dict, with the probe after it (:func:`with_probe_after`); ``{}`` when
     missing or corrupt (the variant is re-measured)."""
     doc = _json_object(Path(path))
-    return with_probe_after(doc, path) if doc else {}
+    return with_probe_after(cast("StoredResult", doc), path) if doc else {}
 
 
-def write(doc: Mapping[str, Any], path: str | Path) -> Path:
+def write(doc: StoredResult, path: str | Path) -> Path:
     """Validate and write ``doc`` atomically (a temporary file renamed into place), mode 0644."""
     validate(doc)
     return write_atomic(path, (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 # --------------------------------------------------------------------------- one variant's record
-def host_facts(variables: Mapping[str, Any], host: str) -> dict[str, Any]:
+def host_facts(variables: ResultVariables, host: str) -> HostFacts:
     """The provisioning facts a document needs, from the host's variables (spark_host's facts)."""
     gpu_less = variables.get("sparkbench_gpu_less", False)
     simulated = variables.get("sparkbench_simulated")
@@ -321,9 +346,10 @@ def host_facts(variables: Mapping[str, Any], host: str) -> dict[str, Any]:
             "simulated": is_sim, "backend": backend}
 
 
-def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, launch_failure: Mapping | None = None,
-                  measure: Mapping | None = None, failed: Mapping | None = None,
-                  cluster_failures: Any = None) -> tuple[dict, dict | None]:
+def stage_failure(entry: PlanEntry, stage: str, *, reason: str | HostFailure | None = None,
+                  launch_failure: ServerDiagnosis | None = None, measure: TaskResult | None = None,
+                  failed: TaskResult | None = None, cluster_failures: Iterable[ClusterFailure] | None = None,
+                  ) -> tuple[FailureBlock, StoredResult | None]:
     """The failure object of a variant that failed at ``stage``, and the measured block if any.
 
     host: ``reason``, a text or the host failure object (:func:`sparkbench.host_failure.explain`:
@@ -355,7 +381,7 @@ def stage_failure(entry: Mapping[str, Any], stage: str, *, reason: Any = None, l
     return failure(stage, reason or (failed or {}).get("msg")), None
 
 
-def _flag(value: Any) -> bool:
+def _flag(value: object) -> bool:
     """A boolean as Ansible may pass it (True, or the strings 'true', 'yes', 'on', '1')."""
     return value.strip().lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
 
@@ -364,7 +390,7 @@ def _flag(value: Any) -> bool:
 DROP_CACHES_NOT_REQUESTED = "not requested (bench_drop_caches: false)"
 
 
-def drop_caches_outcome(requested: Any, run: Mapping[str, Any] | None) -> dict[str, Any]:
+def drop_caches_outcome(requested: object, run: TaskResult | None) -> DropCaches:
     """``protocol.drop_caches`` ``{requested, done, reason}`` from ``bench_drop_caches`` and the
     registered result of variant.yml's drop task (``sync; echo 3 > /proc/sys/vm/drop_caches``, which
     never fails the variant): done when it exited 0; else why not, from its stderr, else Ansible's
@@ -378,7 +404,7 @@ def drop_caches_outcome(requested: Any, run: Mapping[str, Any] | None) -> dict[s
     return {"requested": True, "done": False, "reason": f"could not drop the page cache: {why}"}
 
 
-def with_drop_caches(doc: dict[str, Any], outcome: Mapping[str, Any] | None) -> dict[str, Any]:
+def with_drop_caches(doc: StoredResult, outcome: DropCaches | None) -> StoredResult:
     """The document with the page-cache outcome (:func:`drop_caches_outcome`) in
     ``protocol.drop_caches`` (a document without a protocol block gets one holding only that and no
     flags). No outcome (a cluster variant, a host failure): the document as it is."""
@@ -389,15 +415,17 @@ def with_drop_caches(doc: dict[str, Any], outcome: Mapping[str, Any] | None) -> 
     outcome = {"requested": _flag(outcome.get("requested")), "done": done,
                "reason": None if done or why in ("", "None") else why}
     proto = doc.get("protocol")
+    # A document without one (a failure before measure) gets a protocol block of these two keys only.
     return {**doc, "protocol": {**proto, "drop_caches": outcome} if isinstance(proto, Mapping)
-            else {"drop_caches": outcome, "flags": []}}
+            else cast("ProtocolBlock", {"drop_caches": outcome, "flags": []})}
 
 
-def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bool, *,
-           measure: Mapping | None = None, startup: Mapping | None = None, launch_failure: Mapping | None = None,
-           failed: Mapping | None = None, reason: Any = None, secret_values: Any = (),
-           drop_caches: Mapping | None = None, cluster: Mapping | None = None,
-           bandwidth: Mapping | None = None, coresidence: Mapping | None = None) -> dict[str, Any]:
+def record(entry: PlanEntry, host: HostFacts, stage: str, ok: bool, *,
+           measure: TaskResult | None = None, startup: ServerReady | None = None,
+           launch_failure: ServerDiagnosis | None = None, failed: TaskResult | None = None,
+           reason: str | HostFailure | None = None, secret_values: Iterable[object] | None = (),
+           drop_caches: DropCaches | None = None, cluster: ClusterRecord | None = None,
+           bandwidth: BandwidthReading | None = None, coresidence: CoresidenceRuns | None = None) -> RecordOutcome:
     """Build, validate and write one planned variant's document, once; returns ``{path, status,
     failure, bandwidth, coresidence_lines}`` (``bandwidth``: whether the document waits for the
     probe after it; ``coresidence_lines``: the co-residence rows as lines, [] without them).
@@ -424,9 +452,9 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
     own requests) before the one write."""
     context = context_fields(entry, host)
     cluster = cluster or {}
-    state = cluster.get("state") or {}
-    cluster_failures = list(state.get("failures") or []) if stage == "preflight" else []
-    doc = None
+    state = cluster.get("state")
+    cluster_failures = list(state.get("failures") or []) if stage == "preflight" and state else []
+    doc: StoredResult | None = None
     if ok:
         measured = parse_measured((measure or {}).get("stdout"))
         if measured is None:
@@ -446,29 +474,30 @@ def record(entry: Mapping[str, Any], host: Mapping[str, Any], stage: str, ok: bo
             doc = failure_document(context, fail, None)
         kernels = kernels_block((startup or {}).get("startup_log") or (launch_failure or {}).get("log_excerpt"),
                                 secret_values)
-        if kernels is not None and any(kernels[f] is not None for f in engine_log.FIELDS):
+        if kernels is not None and any(kernels.get(f) is not None for f in engine_log.FIELDS):
             doc = {**doc, "kernels": kernels}
     if entry.get("bracket"):  # a bracket run (sparkbench.plan.bracket_entry): <variant>.bracket.json
-        doc = {**doc, "bracket": {"of": str(entry["bracket"]["of"]), "position": str(entry["bracket"]["position"])}}
+        doc = {**doc, "bracket": {"of": str(entry["bracket"]["of"]), "position": entry["bracket"]["position"]}}
     doc = with_drop_caches(doc, drop_caches)  # protocol.drop_caches: the page-cache drop's outcome
     doc = bandwidth_mod.with_before(doc, bandwidth)  # protocol.bandwidth: the probe before the launch
     if entry.get("cluster") and cluster.get("spec"):
         serving = cluster.get("serving") or {}
+        probe = serving.get("probe") or (state.get("probe") if state else None)
         doc = {**doc, "cluster": cluster_mod.cluster_block(
-            cluster["spec"], state, serving.get("probe") or state.get("probe"), serving.get("status"),
+            cluster["spec"], state, probe, serving.get("status"),
             tensor_parallel_size=int(entry["cluster"]["tensor_parallel_size"]),
             pipeline_parallel_size=int(entry["cluster"]["pipeline_parallel_size"]))}
     lines: list[str] = []
     if coresidence is not None and doc["status"] != "failed":
         doc, lines = _with_coresidence(doc, entry, coresidence)
     path = write(doc, entry["result_path"])
-    waits = isinstance((doc.get("protocol") or {}).get("bandwidth"), Mapping)
+    proto = doc.get("protocol")
+    waits = isinstance(proto.get("bandwidth") if proto else None, Mapping)
     return {"path": str(path), "status": doc["status"], "variant": entry["name"], "failure": doc.get("failure"),
             "bandwidth": waits, "coresidence_lines": lines}
 
 
-def _with_coresidence(doc: dict[str, Any], entry: Mapping[str, Any],
-                      c: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _with_coresidence(doc: StoredResult, entry: PlanEntry, c: CoresidenceRuns) -> tuple[StoredResult, list[str]]:
     """``doc`` with its ``coresidence`` block (see :func:`record`) and the block's report lines."""
     from .interference import block as coresidence_mod
 
@@ -478,7 +507,7 @@ def _with_coresidence(doc: dict[str, Any], entry: Mapping[str, Any],
     return doc, coresidence_mod.lines(coresidence_mod.rows(doc))
 
 
-def write_after_probe(path: str | Path, after: Mapping[str, Any]) -> dict[str, Any]:
+def write_after_probe(path: str | Path, after: BandwidthReading) -> ProbeAfterOutcome:
     """Write the bandwidth probe run after the result ``path`` to a file of its own
     (:func:`probe_after_path`; the result itself is not written again), checked first: the result
     with it must still validate. Returns ``{path, drop}`` (the drop's text or None; a missing or
@@ -489,5 +518,7 @@ def write_after_probe(path: str | Path, after: Mapping[str, Any]) -> dict[str, A
     joined = bandwidth_mod.with_after(doc, after)
     validate(joined)
     write_atomic(probe_after_path(path), (json.dumps(dict(after), indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
-    drop = ((joined.get("protocol") or {}).get("bandwidth") or {}).get("drop")
+    proto = joined.get("protocol")
+    block = proto.get("bandwidth") if proto else None
+    drop = block.get("drop") if block else None
     return {"path": str(path), "drop": drop["text"] if drop else None}

@@ -58,9 +58,13 @@ from __future__ import annotations
 import math
 import random
 from statistics import NormalDist, median, pstdev
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
 from .measure import bootstrap_medians, figures
+
+if TYPE_CHECKING:
+    from .measure.shapes import MeasuredDocument
+    from .result_shapes import StoredResult
 
 #: requests per side a verdict needs. With 3 against 3 no test of medians reaches 5 % (a rank
 #: test's smallest two-sided p is 2/20 = 0.10); at 5 per side the widened bootstrap's false
@@ -73,6 +77,51 @@ MIN_WIDEN = 1.25
 NOT_ENOUGH = "not enough requests for a verdict"
 
 _Z = NormalDist()
+
+#: the kind of a verdict: the Trust contract's three phrasings
+VerdictKind = Literal["differs", "no_difference", "not_enough"]
+
+
+class _Counted(TypedDict):
+    """What every verdict says about its requests: how many per side, how many it needs, why
+    there is no verdict (None when there is one), how to get enough, and its words."""
+
+    n_reference: int
+    n_other: int
+    needed: int
+    reason: str | None
+    remedy: str
+    text: str
+
+
+class SampleVerdict(_Counted):
+    """:func:`compare_samples`'s verdict: kind, pct [lo, hi] and the MDD (None for "not_enough"),
+    and the verdict against a bridge tolerance (None without one)."""
+
+    kind: VerdictKind
+    pct: float | None
+    lo: float | None
+    hi: float | None
+    mdd_pct: float | None
+    tolerance_pct: float | None
+    within_tolerance: bool | None
+    tolerance_text: str | None
+
+
+class ShareVerdict(_Counted):
+    """:func:`compare_shares`'s verdict: kind, pp [lo, hi] and the MDD in percentage points (None
+    for "not_enough"), and the two shares of good requests (0–1; None for an empty side)."""
+
+    kind: VerdictKind
+    pp: float | None
+    lo: float | None
+    hi: float | None
+    mdd_pp: float | None
+    share_reference: float | None
+    share_other: float | None
+
+
+_Verdict = TypeVar("_Verdict", SampleVerdict, ShareVerdict)
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -124,7 +173,7 @@ def _quantile(sorted_values: list[float], p: float) -> float:
 
 
 def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int = 2000,
-                    tolerance_pct: float | None = None, remedy: str | None = None) -> dict:
+                    tolerance_pct: float | None = None, remedy: str | None = None) -> SampleVerdict:
     """The verdict on ``other`` against ``reference`` (lists of per-request values, e.g. tok/s).
 
     Returns ``{"kind": "differs"|"no_difference"|"not_enough", "pct", "lo", "hi", "mdd_pct",
@@ -143,10 +192,12 @@ def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int
         raise ValueError(f"resamples must be an integer ≥ 100, got {resamples!r}")
     if tolerance_pct is not None and (not isinstance(tolerance_pct, (int, float)) or tolerance_pct < 0):
         raise ValueError(f"tolerance_pct must be a number of percent ≥ 0, got {tolerance_pct!r}")
-    out: dict[str, Any] = {"kind": "not_enough", "pct": None, "lo": None, "hi": None, "mdd_pct": None,
-                           "n_reference": len(ref), "n_other": len(oth), "needed": MIN_REQUESTS,
-                           "reason": None, "remedy": remedy or f"--runs {MIN_REQUESTS}",
-                           "tolerance_pct": tolerance_pct, "within_tolerance": None, "tolerance_text": None}
+    # ``text`` is a placeholder, last in the dict as before: every path below sets the verdict's words.
+    out: SampleVerdict = {"kind": "not_enough", "pct": None, "lo": None, "hi": None, "mdd_pct": None,
+                          "n_reference": len(ref), "n_other": len(oth), "needed": MIN_REQUESTS,
+                          "reason": None, "remedy": remedy or f"--runs {MIN_REQUESTS}",
+                          "tolerance_pct": tolerance_pct, "within_tolerance": None, "tolerance_text": None,
+                          "text": NOT_ENOUGH}
     if len(ref) < MIN_REQUESTS or len(oth) < MIN_REQUESTS:
         return _not_enough(out)
     rng = random.Random(seed)
@@ -164,7 +215,7 @@ def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int
     pct = (math.exp(point) - 1) * 100
     lo, hi = (math.exp(lo_log) - 1) * 100, (math.exp(hi_log) - 1) * 100
     mdd = (math.exp((widen * _Z.inv_cdf(0.975) + t80) * se) - 1) * 100
-    out.update(pct=pct, lo=lo, hi=hi, mdd_pct=mdd)
+    out.update({"pct": pct, "lo": lo, "hi": hi, "mdd_pct": mdd})
     if lo > 0 or hi < 0:
         out["kind"] = "differs"
         out["text"] = f"differs by {_pct(pct)} % [{_pct(lo)}, {_pct(hi)}]"
@@ -172,29 +223,29 @@ def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int
         out["kind"] = "no_difference"
         out["text"] = f"no difference detectable above {mdd:.1f} %"
     if tolerance_pct is not None:
-        _against_tolerance(out, tolerance_pct)
+        _against_tolerance(out, tolerance_pct, lo, hi, mdd)
     return out
 
 
-def _against_tolerance(out: dict[str, Any], tolerance: float) -> None:
+def _against_tolerance(out: SampleVerdict, tolerance: float, lo: float, hi: float, mdd: float) -> None:
     """Set ``within_tolerance`` and ``tolerance_text`` of a reached verdict (module docstring,
-    "Bridge tolerance")."""
+    "Bridge tolerance"); ``lo``, ``hi`` and ``mdd`` are its ``lo``, ``hi`` and ``mdd_pct``."""
     if out["kind"] == "differs":
-        if -tolerance <= out["lo"] and out["hi"] <= tolerance:
+        if -tolerance <= lo and hi <= tolerance:
             out["within_tolerance"], clause = True, f", within the {tolerance:g} % bridge tolerance"
-        elif out["lo"] > tolerance or out["hi"] < -tolerance:
+        elif lo > tolerance or hi < -tolerance:
             out["within_tolerance"], clause = False, f", beyond the {tolerance:g} % bridge tolerance"
         else:
             clause = (f", the interval reaches past the {tolerance:g} % bridge tolerance "
                       "(more requests would resolve it)")
-    elif out["mdd_pct"] <= tolerance:
+    elif mdd <= tolerance:
         out["within_tolerance"], clause = True, f", within the {tolerance:g} % bridge tolerance"
     else:
         clause = f" (more than the {tolerance:g} % bridge tolerance: more requests would resolve it)"
     out["tolerance_text"] = clause
 
 
-def _not_enough(out: dict[str, Any]) -> dict[str, Any]:
+def _not_enough(out: _Verdict) -> _Verdict:
     """``out`` (a verdict) made a "not_enough" one: the words as ``text``, why as ``reason``."""
     out["text"] = NOT_ENOUGH
     out["reason"] = (f"{out['n_reference']} and {out['n_other']} requests; "
@@ -202,7 +253,7 @@ def _not_enough(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def explained(verdict: dict | None) -> str:
+def explained(verdict: SampleVerdict | ShareVerdict | None) -> str:
     """A verdict as one sentence: its words, what it means against a bridge tolerance
     (``tolerance_text``: ", within the 2.5 % bridge tolerance") and for "not enough requests for a
     verdict" why, in parentheses ("not enough requests for a verdict (3 and 3 requests; 5 per side
@@ -210,7 +261,8 @@ def explained(verdict: dict | None) -> str:
     if not verdict:
         return ""
     reason = verdict.get("reason")
-    return str(verdict["text"]) + (verdict.get("tolerance_text") or "") + (f" ({reason})" if reason else "")
+    clause = verdict.get("tolerance_text")  # a share verdict has none
+    return str(verdict["text"]) + (clause if isinstance(clause, str) else "") + (f" ({reason})" if reason else "")
 
 
 def _flags(values: Any, what: str) -> list[bool]:
@@ -229,7 +281,7 @@ def _pp(x: float) -> str:
 
 
 def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int = 2000,
-                   remedy: str | None = None) -> dict:
+                   remedy: str | None = None) -> ShareVerdict:
     """The verdict on the share of good requests of ``other`` against ``reference`` (lists of
     per-request flags: True = the request met every SLO, e.g. ``rates[].per_request[].good``), in
     the phrasing of :func:`compare_samples` with percentage points (pp) for percent:
@@ -261,11 +313,12 @@ def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int 
     oth = _flags(other, "other")
     if not isinstance(resamples, int) or resamples < 100:
         raise ValueError(f"resamples must be an integer ≥ 100, got {resamples!r}")
-    out: dict[str, Any] = {"kind": "not_enough", "pp": None, "lo": None, "hi": None, "mdd_pp": None,
-                           "share_reference": (sum(ref) / len(ref)) if ref else None,
-                           "share_other": (sum(oth) / len(oth)) if oth else None,
-                           "n_reference": len(ref), "n_other": len(oth), "needed": MIN_REQUESTS, "reason": None,
-                           "remedy": remedy or f"--rate-requests {MIN_REQUESTS} or a longer --rate-duration"}
+    out: ShareVerdict = {"kind": "not_enough", "pp": None, "lo": None, "hi": None, "mdd_pp": None,
+                         "share_reference": (sum(ref) / len(ref)) if ref else None,
+                         "share_other": (sum(oth) / len(oth)) if oth else None,
+                         "n_reference": len(ref), "n_other": len(oth), "needed": MIN_REQUESTS, "reason": None,
+                         "remedy": remedy or f"--rate-requests {MIN_REQUESTS} or a longer --rate-duration",
+                         "text": NOT_ENOUGH}
     if len(ref) < MIN_REQUESTS or len(oth) < MIN_REQUESTS:
         return _not_enough(out)
     rng = random.Random(seed)
@@ -282,7 +335,7 @@ def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int 
     lo = max(-100.0, d - widen * max(d_adj - _quantile(draws, 0.025), 0.0))
     hi = min(100.0, d + widen * max(_quantile(draws, 0.975) - d_adj, 0.0))
     mdd = (widen * _Z.inv_cdf(0.975) + t_quantile(0.8, df)) * se
-    out.update(pp=d, lo=lo, hi=hi, mdd_pp=mdd)
+    out.update({"pp": d, "lo": lo, "hi": hi, "mdd_pp": mdd})
     if lo > 0 or hi < 0:
         out["kind"] = "differs"
         out["text"] = f"differs by {_pp(d)} pp [{_pp(lo)}, {_pp(hi)}]"
@@ -292,7 +345,7 @@ def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int 
     return out
 
 
-def samples(result: dict, metric: str) -> list[float]:
+def samples(result: StoredResult | MeasuredDocument, metric: str) -> list[float]:
     """Per-request values of ``metric`` in a result document (tok/s): the figure's declaration
     says which (:func:`sparkbench.measure.figures.samples`). ValueError for an unknown metric."""
     return figures.samples(result, metric)

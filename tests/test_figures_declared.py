@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,16 @@ def test_no_module_outside_the_declaration_spells_a_figures_key():
             continue
         found += _spelled(path, names)
     assert not found, "read these through sparkbench.measure.figures:\n" + "\n".join(found)
+
+
+def test_the_single_stream_median_is_named_in_three_files_at_most():
+    """Its key, as a string or as a TypedDict field: the declaration, measure's ``SingleMedian`` and
+    the models' ``SingleMedian``; every other shape that carries it inherits one of those."""
+    spelling = re.compile(rf"\b{SINGLE_DECODE.field}\b")
+    files = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py")
+                   if spelling.search(p.read_text(encoding="utf-8")))
+    assert files == ["sparkbench/documents/figures.py", "sparkbench/measure/figures.py",
+                     "sparkbench/measure/shapes.py"], files
 
 
 def test_each_declared_figure_reads_what_measure_wrote():

@@ -117,6 +117,22 @@ def test_corrupt_file_is_named_and_others_still_reported(runs: Path):
     assert ("spark-sim02", "nvidia-mtp2") not in {(r["host"], r["variant"]) for r in rows}
 
 
+def test_document_that_fails_its_model_is_named_by_field_and_others_still_reported(runs: Path):
+    run = runs / "fleet-sim"
+    path = run / "spark-sim03" / "nvidia-bare.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["single"]["runs"][0]["decode_tok_s"] = "fast"
+    doc["server"]["simulated"] = "yes"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    proc = render(str(run), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "spark-sim03/nvidia-bare.json: result document does not match its model:" in proc.stderr
+    assert "single.runs[0].decode_tok_s: Input should be a valid number (got 'fast')" in proc.stderr
+    assert "server.simulated: Input should be a valid boolean (got 'yes')" in proc.stderr
+    rows = list(csv.DictReader((run / "results.csv").open(encoding="utf-8")))
+    assert len(rows) == 20 and ("spark-sim03", "nvidia-bare") not in {(r["host"], r["variant"]) for r in rows}
+
+
 def test_host_and_name_mismatch_rejected(runs: Path):
     run = runs / "seed-v0.25"
     doc = json.loads((run / "seed-spark" / "nvidia-bare.json").read_text(encoding="utf-8"))

@@ -71,9 +71,9 @@ def test_cli_schema_prints_the_checked_in_file(capsys) -> None:
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_fixture_document_gets_the_same_verdict_from_schema_and_model(path: Path) -> None:
-    """A current document (schema_version "1") validates and loads, and gives itself back; the report
-    fixtures made by hand in an older shape (schema_version 1 as a number: seed, fleet-sim) are
-    refused by both."""
+    """A current document (schema_version "1") validates and loads, and gives itself back; the seed's
+    published figures (schema_version 1 as a number, every unpublished figure and setting absent)
+    are refused by both."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     valid = VALIDATOR.is_valid(doc)
     if doc["schema_version"] != "1":
@@ -88,11 +88,14 @@ def test_fixture_document_gets_the_same_verdict_from_schema_and_model(path: Path
 
 
 def test_the_fixtures_hold_current_documents_of_every_kind() -> None:
-    current = [json.loads(p.read_text(encoding="utf-8")) for p in DOCUMENTS]
-    current = [d for d in current if d["schema_version"] == "1"]
-    assert len(current) >= 13
+    docs = [json.loads(p.read_text(encoding="utf-8")) for p in DOCUMENTS]
+    current = [d for d in docs if d["schema_version"] == "1"]
+    assert len(current) >= 52
     assert {d["status"] for d in current} >= {"complete", "failed"}
     assert any(d.get("cluster") for d in current) and any(d.get("tools") for d in current)
+    assert any(d.get("_fixture") == "synthetic" and d["host"] == "spark-sim03" for d in current)
+    # only the seed's published figures keep the older shape
+    assert {d.get("_fixture") for d in docs if d["schema_version"] != "1"} == {"seed"}
 
 
 def test_a_wrong_figure_is_refused_naming_its_field() -> None:

@@ -21,7 +21,7 @@ at or above ``health.HOT_C``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Final, cast
 
 from .. import health
 from ..measure.bandwidth import drop_of, drop_text
@@ -29,12 +29,13 @@ from ..measure.bandwidth import drop_of, drop_text
 if TYPE_CHECKING:
     from ..measure.bandwidth import BandwidthDrop, BandwidthProbes, BandwidthReading
     from ..measure.conditions import Flag, ProtocolBlock
+    from ..result_shapes import StoredResult
 
 #: The run-protocol flag of such a drop.
-FLAG = "bandwidth_drop"
+FLAG: Final = "bandwidth_drop"
 
 
-def served(doc: Mapping[str, Any]) -> bool:
+def served(doc: StoredResult) -> bool:
     """Whether the document's server served (its figures exist): complete, incomplete, or failed
     while measuring."""
     if doc.get("status") in ("complete", "incomplete"):
@@ -44,15 +45,16 @@ def served(doc: Mapping[str, Any]) -> bool:
 
 def bandwidth_block(before: BandwidthReading) -> BandwidthProbes:
     """The block of a document recorded after the probe ``before``, no probe after it yet."""
-    return {**dict(before), "after": None, "drop": None}
+    return {**before, "after": None, "drop": None}
 
 
-def _protocol(doc: Mapping[str, Any]) -> ProtocolBlock:
+def _protocol(doc: StoredResult) -> ProtocolBlock:
+    """A copy of the document's ``protocol`` block; one of no flags only where it has none."""
     proto = doc.get("protocol")
-    return dict(proto) if isinstance(proto, Mapping) else {"flags": []}
+    return {**proto} if isinstance(proto, Mapping) else cast("ProtocolBlock", {"flags": []})
 
 
-def with_before(doc: dict[str, Any], before: BandwidthReading | None) -> dict[str, Any]:
+def with_before(doc: StoredResult, before: BandwidthReading | None) -> StoredResult:
     """The document with ``protocol.bandwidth`` from the probe ``before`` (as it is when there is
     none, or its server never served)."""
     if not before or not served(doc):
@@ -60,7 +62,7 @@ def with_before(doc: dict[str, Any], before: BandwidthReading | None) -> dict[st
     return {**doc, "protocol": {**_protocol(doc), "bandwidth": bandwidth_block(before)}}
 
 
-def cause(doc: Mapping[str, Any]) -> str | None:
+def cause(doc: StoredResult) -> str | None:
     """What the document's telemetry names that slows a unit: its run-protocol flags (a capped
     clock, swapping, a GPU Xid, the OOM killer) and a temperature at or above ``health.HOT_C``."""
     fig = health.unit_figures(doc)
@@ -71,7 +73,7 @@ def cause(doc: Mapping[str, Any]) -> str | None:
     return "; ".join(named) or None
 
 
-def with_after(doc: dict[str, Any], after: BandwidthReading) -> dict[str, Any]:
+def with_after(doc: StoredResult, after: BandwidthReading) -> StoredResult:
     """The document with the probe ``after`` in ``protocol.bandwidth.after`` and, on a drop,
     ``drop`` and the ``bandwidth_drop`` flag (replacing an earlier one). A document without the
     block (its server never served, or no probe ran before it) is returned as it is."""
@@ -81,12 +83,13 @@ def with_after(doc: dict[str, Any], after: BandwidthReading) -> dict[str, Any]:
         return doc
     flags: list[Flag] = [f for f in proto.get("flags") or [] if not (isinstance(f, Mapping) and f.get("code") == FLAG)]
     share = drop_of(block, after)
+    before_gbps, after_gbps = block.get("gbps"), after.get("gbps")
     drop: BandwidthDrop | None = None
-    if share is not None:
+    if share is not None and before_gbps is not None and after_gbps is not None:  # drop_of: both read
         why = cause(doc)
-        text = drop_text(share, float(block["gbps"]), float(after["gbps"]), why)
-        drop = {"share": round(share, 4), "before_gbps": block["gbps"], "after_gbps": after["gbps"], "cause": why,
+        text = drop_text(share, float(before_gbps), float(after_gbps), why)
+        drop = {"share": round(share, 4), "before_gbps": before_gbps, "after_gbps": after_gbps, "cause": why,
                 "text": text}
         flags.append({"code": FLAG, "reason": text})
-    new_block = {**block, "after": dict(after), "drop": drop}
+    new_block: BandwidthProbes = {**block, "after": {**after}, "drop": drop}
     return {**doc, "protocol": {**proto, "bandwidth": new_block, "flags": flags}}

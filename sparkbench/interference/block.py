@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict, cast
 
 from .. import verdict as verdict_mod
 from ..measure.figures import SINGLE_DECODE
@@ -27,9 +27,12 @@ from ..result import parse_measured
 
 if TYPE_CHECKING:
     from ..host_failure import TaskResult
+    from ..result_shapes import StoredResult
+    from ..verdict import SampleVerdict
     from .plan import InterferenceBlock
 
 CONDITIONS = ("alone", "idle", "load")
+Condition = Literal["alone", "idle", "load"]
 
 
 class CoresidenceResident(TypedDict):
@@ -46,11 +49,11 @@ class CoresidenceCondition(SingleMedian):
     verdict against the variant alone (``sparkbench.verdict.compare_samples``; None for alone), why it
     has no figures."""
 
-    condition: Literal["alone", "idle", "load"]
+    condition: Condition
     label: str
     requests: int
     samples: list[float]
-    verdict: dict[str, Any] | None
+    verdict: SampleVerdict | None
     text: str | None
     error: str | None
 
@@ -100,7 +103,7 @@ def _label(condition: str, names: str, rps: float) -> str:
     return f"under {names}'s {rps:g} req/s load"
 
 
-def _condition(condition: Literal["alone", "idle", "load"], label: str, samples: list[float], alone: list[float],
+def _condition(condition: Condition, label: str, samples: list[float], alone: list[float],
                error: str | None) -> CoresidenceCondition:
     """One condition's figures and, beside the residents, its verdict against the variant alone."""
     verdict = None if condition == "alone" or error else verdict_mod.compare_samples(alone, samples)
@@ -122,25 +125,30 @@ def _run_error(run: TaskResult | None, failure: str = "") -> str | None:
     return None
 
 
-def _load_record(resident: str, text: Any) -> LoadRecord:
+def _load_record(resident: str, text: object) -> LoadRecord:
     """A background load's own figures from its measure document (``--rate`` phase, stopped by SIGTERM)."""
     doc = parse_measured(text)
     if not isinstance(doc, Mapping):
         return {"resident": resident, "status": "missing", "requests": 0, "completed": 0, "achieved_rate": None,
                 "output_tok_s": None, "stopped": None, "error": "the load wrote no document"}
-    rate = next(iter(doc.get("rates") or []), None) or {}
+    rate = next(iter(doc.get("rates") or []), None)
+    if not rate:
+        return {"resident": resident, "status": str(doc.get("status")), "requests": 0, "completed": 0,
+                "achieved_rate": None, "output_tok_s": None, "stopped": None,
+                "error": "the load recorded no arrival-rate block"}
     return {"resident": resident, "status": str(doc.get("status")), "requests": int(rate.get("requests") or 0),
             "completed": int(rate.get("completed") or 0), "achieved_rate": rate.get("achieved_rate"),
-            "output_tok_s": rate.get("output_tok_s"), "stopped": rate.get("stopped"), "error": None if rate else "the load recorded no arrival-rate block"}
+            "output_tok_s": rate.get("output_tok_s"), "stopped": rate.get("stopped"), "error": None}
 
 
-def coresidence(doc: Mapping[str, Any], block: InterferenceBlock, idle: TaskResult | None,
-                load: TaskResult | None, load_outputs: Sequence[Any], failure: str = "") -> CoresidenceBlock:
+def coresidence(doc: StoredResult, block: InterferenceBlock, idle: TaskResult | None,
+                load: TaskResult | None, load_outputs: Sequence[object], failure: str = "") -> CoresidenceBlock:
     """The ``coresidence`` block (module docstring); ``failure``: why the steps stopped, if one failed."""
     names = ", ".join(r["name"] for r in block["residents"])
-    alone = verdict_mod.samples(dict(doc), "single")
+    alone = verdict_mod.samples(doc, "single")
     conditions = [_condition("alone", _label("alone", names, block["load_rps"]), alone, alone, None)]
-    for name, run in (("idle", idle), ("load", load)):
+    beside: tuple[tuple[Condition, TaskResult | None], ...] = (("idle", idle), ("load", load))
+    for name, run in beside:
         error = _run_error(run, failure)
         got = [] if error else verdict_mod.samples(parse_measured((run or {}).get("stdout")) or {}, "single")
         conditions.append(_condition(name, _label(name, names, block["load_rps"]), got, alone, error))
@@ -149,22 +157,28 @@ def coresidence(doc: Mapping[str, Any], block: InterferenceBlock, idle: TaskResu
             "load_rps": block["load_rps"], "runs": block["runs"], "conditions": conditions, "load": loads}
 
 
-def rows(doc: Mapping[str, Any]) -> list[CoresidenceRow]:
+def _median(condition: CoresidenceCondition | None) -> float | None:
+    """A condition's median decode rate, under the key ``SINGLE_DECODE.field`` declares (None without one)."""
+    return cast("float | None", condition.get(SINGLE_DECODE.field)) if condition else None
+
+
+def rows(doc: StoredResult) -> list[CoresidenceRow]:
     """The report's rows of one result: ``{host, variant, condition, label, median, alone, text}`` per
     co-resident condition (none without a ``coresidence`` block)."""
     block = doc.get("coresidence") if isinstance(doc, Mapping) else None
     if not isinstance(block, Mapping):
         return []
-    alone = next((c for c in block.get("conditions") or [] if c.get("condition") == "alone"), {})
-    return [{"host": doc.get("host"), "variant": (doc.get("variant") or {}).get("name"), "condition": c["condition"],
-             "label": c["label"], "median": c.get(SINGLE_DECODE.field), "alone": alone.get(SINGLE_DECODE.field),
+    alone = next((c for c in block.get("conditions") or [] if c.get("condition") == "alone"), None)
+    variant = doc.get("variant")
+    return [{"host": doc.get("host"), "variant": variant.get("name") if variant else None,
+             "condition": c["condition"], "label": c["label"], "median": _median(c), "alone": _median(alone),
              "text": c.get("text") or c.get("error") or ""}
             for c in block.get("conditions") or [] if c.get("condition") != "alone"]
 
 
 def lines(found: Sequence[CoresidenceRow]) -> list[str]:
     """One line per row of ``rows``: what the run prints and the report's summary says."""
-    def rate(x: Any) -> str:
+    def rate(x: float | None) -> str:
         return "—" if x is None else f"{float(x):.2f} tok/s"
     return [f"{r['host']} {r['variant']} {r['label']}: {rate(r['median'])} (alone {rate(r['alone'])}) — {r['text']}"
             for r in found]

@@ -34,6 +34,7 @@ from ..predict.memory import GB, context_reason, model_context, share_fit
 if TYPE_CHECKING:
     from ..launch import EnvValues, FlagValue
     from ..plan_types import HardwareProfile, ModelProfile
+    from ..predict.shapes import ShareFit
 
 GIB = 1024 ** 3
 #: Stated allowances (GB), used where the model profile gives no ``memory`` block. vLLM profiles
@@ -208,7 +209,7 @@ def engine_row(kind: Literal["resident", "engine"], name: str, model: ModelProfi
     return row
 
 
-def _problems(row: MemoryRow, fit: Mapping[str, Any], asked: int | None, limit: int | None,
+def _problems(row: MemoryRow, fit: ShareFit, asked: int | None, limit: int | None,
               env: EnvValues, share_gb: float | None) -> list[MemoryProblem]:
     """What vLLM would refuse of this engine alone (each with vLLM's own message and its source)."""
     long_ok = str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").strip().lower() in ("1", "true")

@@ -12,16 +12,18 @@ not there is listed with its share unknown and not counted (the plan says so).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
 from ..paths import model_profile_path, result_path
 from ..serve import record as record_mod
 from .engine import engine_row
 
 if TYPE_CHECKING:
+    from ..measure.shapes import JSONObject
     from ..plan_types import HardwareProfile, ModelProfile
+    from ..result_shapes import StoredResult
     from .engine import MemoryRow
 
 #: Profile fields the arithmetic needs of a model (a result's embedded profile may be older).
@@ -39,7 +41,8 @@ class PresentResident(TypedDict):
     path: str | None
 
 
-def _load(path: Any) -> dict[str, Any] | None:
+def _load(path: Any) -> JSONObject | None:
+    """The JSON object in the file ``path`` as it lies there (not validated), None when there is none."""
     try:
         doc = json.loads(Path(str(path)).read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
@@ -71,28 +74,30 @@ def present(results_dir: str | Path, host: str,
     return out, "the unit's listing of its resident containers"
 
 
-def _model(doc: Mapping[str, Any], profiles_dir: str | Path) -> ModelProfile | None:
+def _model(doc: StoredResult, profiles_dir: str | Path) -> ModelProfile | None:
     """The resident's model profile: the result's own where it is complete, else the profiles folder's."""
     embedded = (doc.get("profile") or {}).get("model") or {}
     if all(k in embedded for k in MODEL_FIELDS):
-        return dict(embedded)
-    model = (doc.get("variant") or {}).get("model") or (doc.get("manifest") or {}).get("model")
-    return _load(model_profile_path(str(model), profiles_dir)) if model else None
+        return {**embedded}
+    variant = doc.get("variant")
+    model = (variant.get("model") if variant else None) or (doc.get("manifest") or {}).get("model")
+    # a model profile file, unvalidated
+    return cast("ModelProfile | None", _load(model_profile_path(str(model), profiles_dir))) if model else None
 
 
 def row_from_result(kind: Literal["resident", "engine"], name: str, path: Any, hardware: HardwareProfile,
                     profiles_dir: str | Path, total_gb: float | None) -> MemoryRow:
     """An engine's plan row from the result it serves as measured (its flags, environment and model
     profile); its share unknown (not counted) when the result or the model profile is not there."""
-    doc = _load(path)
+    doc = cast("StoredResult | None", _load(path))  # a result document, unvalidated
     model = _model(doc, profiles_dir) if doc else None
     if not doc or not model:
         why = f"no result at {path}" if not doc else "no model profile"
         return {"kind": kind, "name": name, "gb": None, "share": f"unknown ({why}): not counted",
                 "share_short": "unknown", "problems": []}
-    variant = doc.get("variant") or {}
-    env = {**(variant.get("env") or {}), **((doc.get("launch") or {}).get("env") or {})}
-    return engine_row(kind, name, model, hardware, variant.get("args") or {}, env, total_gb)
+    variant = doc.get("variant")
+    env = {**((variant.get("env") if variant else None) or {}), **((doc.get("launch") or {}).get("env") or {})}
+    return engine_row(kind, name, model, hardware, (variant.get("args") if variant else None) or {}, env, total_gb)
 
 
 def rows(found: Sequence[PresentResident], hardware: HardwareProfile, profiles_dir: str | Path,

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from ..modelfiles.command import is_hub_id
 from ..modelfiles.hub import read_hub
@@ -19,10 +19,15 @@ from .config import PredictInputError, TwinConfig
 from .estimate import predict
 from .published import fit_rows
 
+if TYPE_CHECKING:
+    from ..launch import FlagValues
+    from ..plan_types import HardwareProfile, ModelProfile
+    from .shapes import Prediction, ProfileFromFiles
+
 EXIT_OK, EXIT_BAD_INPUT = 0, 4
 
 
-def load_model(model: str, profiles_dir: Path, revision: str = "main") -> tuple[dict[str, Any], str]:
+def load_model(model: str, profiles_dir: Path, revision: str = "main") -> tuple[ModelProfile, str]:
     """(profile, where it came from): the stored profile, else one built from the model's files."""
     path = model_profile_path(model, profiles_dir)
     if model.count("/") == 1 and path.is_file():
@@ -30,18 +35,20 @@ def load_model(model: str, profiles_dir: Path, revision: str = "main") -> tuple[
     try:
         if is_hub_id(model):
             files = read_hub(model, revision, token=os.environ.get("HF_TOKEN") or None)
-            return build_profile(files, model), f"the Hub's headers ({files.bytes_read} bytes read, no weights)"
+            built = cast("ProfileFromFiles", build_profile(files, model))  # model_facts' keys
+            return built, f"the Hub's headers ({files.bytes_read} bytes read, no weights)"
         if Path(model).is_dir():
             files = read_folder(model)
             name = str(files.config.get("_name_or_path") or Path(model).name)
-            return build_profile(files, name), f"the folder's headers ({model})"
+            built = cast("ProfileFromFiles", build_profile(files, name))
+            return built, f"the folder's headers ({model})"
     except ModelFilesError as exc:
         raise PredictInputError(str(exc)) from exc
     raise PredictInputError(f"{model}: no profile at {path}, no such folder, and not ORG/NAME; pass a model id, "
                             "a model folder, or write its profile first (sparkbench profile MODEL_OR_FOLDER)")
 
 
-def load_hardware(name: str, profiles_dir: Path) -> dict[str, Any]:
+def load_hardware(name: str, profiles_dir: Path) -> HardwareProfile:
     path = hardware_profile_path(name, profiles_dir)
     if not path.is_file():
         known = sorted(p.stem for p in (profiles_dir / "hardware").glob("*.json"))
@@ -49,7 +56,7 @@ def load_hardware(name: str, profiles_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def parse_args_json(text: str | None) -> dict[str, Any]:
+def parse_args_json(text: str | None) -> FlagValues:
     if not text:
         return {}
     try:
@@ -66,7 +73,7 @@ def _gb(x: float | None) -> str:
     return "?" if x is None else f"{x:.1f} GB"
 
 
-def render(doc: dict[str, Any], host: str | None) -> list[str]:
+def render(doc: Prediction, host: str | None) -> list[str]:
     """The lines printed: the single-stream prediction with its interval first."""
     s = doc["single"]
     where = f"{doc['hardware']}" + (f", unit {host}" if host else "")

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..launch import normalize_args
 from ..twin.pacing import PacingModel
+
+if TYPE_CHECKING:
+    from ..launch import FlagValue, FlagValues
+    from ..plan_types import HardwareProfile, ModelProfile
 
 #: bytes per weight of an unquantised model served with ``--dtype`` (auto: the checkpoint's bf16)
 DTYPE_BYTES = {"float32": 4.0, "float": 4.0, "bfloat16": 2.0, "float16": 2.0, "half": 2.0}
@@ -37,11 +41,12 @@ def _spec_k(value: Any) -> int:
     return int(value.get("num_speculative_tokens") or 0)
 
 
-def _as_mapping(args: Any) -> Mapping[str, Any]:
+def _as_mapping(args: Mapping[str, FlagValue] | Sequence[str] | None) -> Mapping[str, FlagValue]:
     """Flags as a mapping; an argv list (``["--kv-cache-dtype", "fp8", "--enforce-eager"]``) too."""
     if not isinstance(args, (list, tuple)):
-        return args or {}
-    out: dict[str, Any] = {}
+        # a mapping, or what normalize_args then refuses with its message (not a list or tuple)
+        return cast("Mapping[str, FlagValue]", args or {})
+    out: FlagValues = {}
     items = [str(a) for a in args]
     for i, item in enumerate(items):
         if item.startswith("--"):
@@ -65,7 +70,7 @@ class TwinConfig:
     dtype: str = "auto"
 
     @classmethod
-    def from_args(cls, args: Mapping[str, Any] | None) -> TwinConfig:
+    def from_args(cls, args: Mapping[str, FlagValue] | Sequence[str] | None) -> TwinConfig:
         a = normalize_args(_as_mapping(args))
         try:
             return cls(kv_cache_dtype=str(a.get("kv-cache-dtype") or "auto"),
@@ -84,7 +89,7 @@ class TwinConfig:
                                     "write e.g. {\"max-model-len\": 65536, \"tensor-parallel-size\": 2}") from exc
 
 
-def build_twin(model: Mapping[str, Any], hardware: Mapping[str, Any], config: TwinConfig,
+def build_twin(model: ModelProfile, hardware: HardwareProfile, config: TwinConfig,
                version: str = "0.25.0", bandwidth_scale: float = 1.0, bandwidth_gbps: float | None = None,
                layer_launch_us: float | None = None) -> PacingModel:
     """The twin for one model on one hardware profile. ``bandwidth_scale`` multiplies the data-sheet
@@ -93,8 +98,8 @@ def build_twin(model: Mapping[str, Any], hardware: Mapping[str, Any], config: Tw
     engine whose ``layer_launch_us`` is fitted on the unit takes ``layer_launch_us``
     (:func:`sparkbench.predict.calibration.fit_launch_us`)."""
     engine = dict(hardware.get("engine") or {})
-    bw = float(hardware["memory_bandwidth_gbps"]) * bandwidth_scale if hardware.get("memory_bandwidth_gbps") \
-        else bandwidth_gbps
+    sheet = hardware.get("memory_bandwidth_gbps")
+    bw = float(sheet) * bandwidth_scale if sheet else bandwidth_gbps
     if not engine or not bw:
         raise PredictInputError(f"hardware profile {hardware.get('name')!r} has no engine model or no bandwidth: "
                                 "predictions are made for a Spark (--hardware dgx-spark), or for a unit whose "
@@ -104,10 +109,10 @@ def build_twin(model: Mapping[str, Any], hardware: Mapping[str, Any], config: Tw
     if engine.get("layer_launch_us") is None:
         raise PredictInputError(f"hardware profile {hardware.get('name')!r}: the per-layer cost is fitted on the "
                                 "unit; pass --host with a measured single-stream result of this hardware")
-    model = dict(model)
-    if config.dtype in DTYPE_BYTES and not model.get("checkpoint_format"):
-        model["unquantized_dtype_bytes"] = DTYPE_BYTES[config.dtype]
-    return PacingModel({**hardware, "engine": engine, "memory_bandwidth_gbps": bw}, model, version=version,
+    served = dict(model)  # the profile with the dtype the unquantised weights are served in
+    if config.dtype in DTYPE_BYTES and not served.get("checkpoint_format"):
+        served["unquantized_dtype_bytes"] = DTYPE_BYTES[config.dtype]
+    return PacingModel({**hardware, "engine": engine, "memory_bandwidth_gbps": bw}, served, version=version,
                        kv_cache_dtype=config.kv_cache_dtype, moe_backend=config.moe_backend, bandwidth_gbps=bw,
                        spec_k=config.spec_k, tensor_parallel_size=config.tensor_parallel_size,
                        pipeline_parallel_size=config.pipeline_parallel_size)

@@ -7,31 +7,40 @@ model's own context (:func:`context_reason`), and what fits in a share (:func:`s
 Tensor and pipeline parallel split weights and KV cache over the units; figures are per unit."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from ..twin.pacing import kv_bytes_per_token, recurrent_state_bytes
 from .config import TwinConfig
 
+if TYPE_CHECKING:
+    from ..plan_types import HardwareProfile, ModelProfile
+    from .shapes import MemoryBase, MemoryFit, ProfileFromFiles, ShareFit
+
 GB = 1e9
 
 
-def weight_bytes(model: Mapping[str, Any]) -> tuple[float, str]:
+def weight_bytes(model: ModelProfile) -> tuple[float, str]:
     """The checkpoint's bytes and where the figure comes from."""
-    if model.get("checkpoint_bytes"):
-        return float(model["checkpoint_bytes"]), "the safetensors headers"
+    files = cast("ProfileFromFiles", model)  # a profile written from the model's files has checkpoint_bytes
+    if files.get("checkpoint_bytes"):
+        return float(files["checkpoint_bytes"]), "the safetensors headers"
     if model.get("download_size_gb"):
         return float(model["download_size_gb"]) * GB, "the profile's download size"
     return float(model["total_params_b"]) * GB * float(model["weight_bits"]) / 8.0, "parameters x weight bits"
 
 
-def kv_bytes(model: Mapping[str, Any], kv_cache_dtype: str, context: int) -> float:
+def kv_bytes(model: ModelProfile, kv_cache_dtype: str, context: int) -> float:
     """One sequence's KV cache at ``context`` tokens plus its recurrent state (all units together)."""
-    return (kv_bytes_per_token(dict(model), kv_cache_dtype) * context
-            + recurrent_state_bytes(model.get("linear_attention")))
+    return kv_bytes_per_token(dict(model), kv_cache_dtype) * context + _state_bytes(model)
 
 
-def model_context(model: Mapping[str, Any]) -> int | None:
+def _state_bytes(model: ModelProfile) -> float:
+    """A hybrid model's recurrent state of one sequence (all units together), 0 without one."""
+    la = model.get("linear_attention")
+    return recurrent_state_bytes(dict(la) if la else None)
+
+
+def model_context(model: ModelProfile) -> int | None:
     """The model's own context (the profile's ``max_model_len``), None when it gives none."""
     return int(model.get("max_model_len") or 0) or None
 
@@ -42,8 +51,8 @@ def context_reason(context: int, limit: int) -> str:
             "use a value at or below it")
 
 
-def share_fit(model: Mapping[str, Any], config: TwinConfig, context: int, share_bytes: float,
-              overhead_bytes: float = 0.0) -> dict[str, Any]:
+def share_fit(model: ModelProfile, config: TwinConfig, context: int, share_bytes: float,
+              overhead_bytes: float = 0.0) -> ShareFit:
     """Weights, ``overhead_bytes`` (activations, CUDA graphs) and one sequence's KV cache at
     ``context`` against one unit's ``share_bytes``: ``{weights, kv, per_token, room, max_context,
     fits, problem}`` in bytes per unit; ``problem``: None, ``weights`` (nothing is left for the KV
@@ -51,7 +60,7 @@ def share_fit(model: Mapping[str, Any], config: TwinConfig, context: int, share_
     world = max(config.tensor_parallel_size * config.pipeline_parallel_size, 1)
     weights, source = weight_bytes(model)
     per_token = kv_bytes_per_token(dict(model), config.kv_cache_dtype)
-    state = recurrent_state_bytes(model.get("linear_attention"))
+    state = _state_bytes(model)
     kv = kv_bytes(model, config.kv_cache_dtype, context) / world
     room = share_bytes - weights / world - overhead_bytes - state / world
     max_context = int(room * world / per_token) if per_token and room > 0 else (None if room > 0 else 0)
@@ -64,7 +73,7 @@ def share_fit(model: Mapping[str, Any], config: TwinConfig, context: int, share_
             "problem": None if fits else ("weights" if room <= 0 else "kv")}
 
 
-def memory_fit(model: Mapping[str, Any], hardware: Mapping[str, Any], config: TwinConfig) -> dict[str, Any]:
+def memory_fit(model: ModelProfile, hardware: HardwareProfile, config: TwinConfig) -> MemoryFit:
     """{fits, weights_gb, kv_gb, context, budget_gb, max_context, ...} per unit of the cluster:
     weights + KV cache for one sequence at ``--max-model-len`` (what vLLM needs at least) against
     the share vLLM takes (``--gpu-memory-utilization`` of the unit's memory). Activations and
@@ -74,10 +83,10 @@ def memory_fit(model: Mapping[str, Any], hardware: Mapping[str, Any], config: Tw
     context = int(config.max_model_len or limit or 0)
     budget = float(total_gb or 0) * GB * config.gpu_memory_utilization
     fit = share_fit(model, config, context, budget)
-    out: dict[str, Any] = {"context": context, "kv_cache_dtype": config.kv_cache_dtype, "units": fit["units"],
-                           "weights_gb": fit["weights"] / GB, "weights_source": fit["weights_source"],
-                           "kv_gb": fit["kv"] / GB, "kv_bytes_per_token": fit["per_token"],
-                           "gpu_memory_utilization": config.gpu_memory_utilization, "model_context": limit}
+    out: MemoryBase = {"context": context, "kv_cache_dtype": config.kv_cache_dtype, "units": fit["units"],
+                 "weights_gb": fit["weights"] / GB, "weights_source": fit["weights_source"],
+                 "kv_gb": fit["kv"] / GB, "kv_bytes_per_token": fit["per_token"],
+                 "gpu_memory_utilization": config.gpu_memory_utilization, "model_context": limit}
     if limit and context > limit:
         return {**out, "fits": False, "budget_gb": None, "max_context": limit, "reason": context_reason(context, limit)}
     if not total_gb:

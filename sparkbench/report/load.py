@@ -1,6 +1,12 @@
 """Loading a run: exactly ``<run>/<host>/<variant>.json``, each checked; a bad file becomes a
 :class:`LoadError` naming the file and the fix while the other files are still reported.
 
+A document of the current schema version is read into its model
+(:func:`sparkbench.documents.load.load_result`): one that fails it is named with each wrong field
+and the reason, and left out. A document in the shape before the typed models (``schema_version``
+the number 1: the seed's published figures, hand-made) is checked by its structure only
+(:func:`check_document`) and rendered from what it has.
+
 Bracket documents (``<run>/<host>/<variant>.bracket.json``: the reference variant measured again
 at the end of the host's sequence, see ``sparkbench.plan``) are kept apart: ``Run.results``
 never holds them (they are not variants); ``Run.brackets`` does, for the drift section
@@ -13,7 +19,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..result import with_probe_after
+from ..errors import DocumentError
+from ..result import SCHEMA_VERSION, with_probe_after
 
 STATUSES = ("complete", "incomplete", "failed")
 NAME_RE = re.compile(r"^[a-z0-9._-]+$")
@@ -92,6 +99,20 @@ def check_document(doc: object, host: str, variant: str) -> str | None:
     return None
 
 
+def model_problem(doc: dict) -> str | None:
+    """Why a document of the current schema version fails its model (the wrong fields and why), or
+    None when it fits or is of the shape before the models."""
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        return None
+    from ..documents.load import load_result
+
+    try:
+        load_result(doc)
+    except DocumentError as exc:
+        return str(exc)
+    return None
+
+
 def load_run(run_dir: str | Path) -> Run:
     """Load every ``<host>/<variant>.json`` of ``run_dir``.
 
@@ -140,7 +161,7 @@ def _load_one(run: Run, f: Path, variant: str, fix: str) -> dict | None:
     except json.JSONDecodeError as exc:
         run.errors.append(LoadError(rel, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {fix}"))
         return None
-    problem = check_document(doc, host, variant)
+    problem = check_document(doc, host, variant) or model_problem(doc)
     if problem:
         run.errors.append(LoadError(rel, f"{problem}; {fix}"))
         return None

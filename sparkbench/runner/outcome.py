@@ -21,20 +21,67 @@ Pure; the ``sparkbench_run_outcome`` filter (bench.yml's report play) and the ru
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    from ..host_failure import HostFailure
 
 DRY_RUN_LINE = ("Dry run (--check): nothing was started or measured; each variant's command and preflight "
                 "verdict are above.")
 
 
-def _reason(value: Any) -> str:
+class MissingHost(TypedDict, total=False):
+    """One of ``results.json``'s ``hosts_without_results`` (``sparkbench.report.cli.hosts_without_results``)."""
+
+    host: str
+    reason: str
+
+
+class FailureRow(TypedDict, total=False):
+    """One of ``results.json``'s ``failures`` (``sparkbench.report.numbers.rows.failure_rows``), the keys read here."""
+
+    host: str
+    unit: str
+    variant: str
+    status: str
+    stage: str | None
+    reason: str | None
+
+
+class DriftEntry(TypedDict, total=False):
+    """A host's entry of ``results.json``'s ``drift`` (``sparkbench.report.drift``), the keys read here."""
+
+    variant: str
+    bracket_status: str | None
+    reason: str
+
+
+class ReportOutcomeFacts(TypedDict, total=False):
+    """What the outcome reads of the rendered ``results.json``."""
+
+    hosts_without_results: list[MissingHost]
+    failures: list[FailureRow]
+    drift: dict[str, DriftEntry]
+
+
+class Outcome(TypedDict):
+    """A run's outcome (:func:`outcome`)."""
+
+    failed: bool
+    failed_variants: list[str]
+    failed_hosts: dict[str, str]
+    lines: list[str]
+    message: str
+
+
+def _reason(value: HostFailure | str | None) -> str:
     if isinstance(value, Mapping):
         return str(value.get("summary") or value.get("reason") or "failed")
     return str(value or "failed")
 
 
-def outcome(report: Mapping[str, Any] | None, host_failures: Mapping[str, Any] | None = None,
-            check: bool = False, hosts: Iterable[str] | None = None) -> dict[str, Any]:
+def outcome(report: ReportOutcomeFacts | None, host_failures: Mapping[str, HostFailure | str] | None = None,
+            check: bool = False, hosts: Iterable[str] | None = None) -> Outcome:
     """``{"failed", "failed_variants", "failed_hosts", "message", "lines"}`` of a run.
 
     ``report``: the rendered ``results.json`` (None or ``{}`` when none was written); ``hosts``:
@@ -45,7 +92,7 @@ def outcome(report: Mapping[str, Any] | None, host_failures: Mapping[str, Any] |
     report = report if isinstance(report, Mapping) else {}
     scope = None if hosts is None else {str(h) for h in hosts}
 
-    def ours(host: Any) -> bool:
+    def ours(host: object) -> bool:
         return scope is None or str(host) in scope
 
     failed_hosts: dict[str, str] = {str(h): _reason(v) for h, v in (host_failures or {}).items() if ours(h)}
@@ -54,10 +101,10 @@ def outcome(report: Mapping[str, Any] | None, host_failures: Mapping[str, Any] |
         for x in report.get("hosts_without_results") or []:
             if isinstance(x, Mapping) and x.get("host") and ours(x["host"]):
                 failed_hosts.setdefault(str(x["host"]), str(x.get("reason") or "no results"))
-        for x in report.get("failures") or []:
-            if isinstance(x, Mapping) and x.get("status") == "failed" and ours(x.get("host")):
-                unit = x.get("unit") or x.get("host")
-                variants.append(f"{unit}/{x.get('variant')}: {x.get('stage') or '?'}: {x.get('reason') or '?'}")
+        for f in report.get("failures") or []:
+            if isinstance(f, Mapping) and f.get("status") == "failed" and ours(f.get("host")):
+                unit = f.get("unit") or f.get("host")
+                variants.append(f"{unit}/{f.get('variant')}: {f.get('stage') or '?'}: {f.get('reason') or '?'}")
         for host, d in sorted((report.get("drift") or {}).items()):
             if (isinstance(d, Mapping) and d.get("bracket_status") == "failed" and ours(host)
                     and host not in failed_hosts):

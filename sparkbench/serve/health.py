@@ -20,8 +20,8 @@ not the unit's history.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from ..errors import InputError
 from ..launch import config_hash
@@ -31,7 +31,10 @@ from .spec import with_address
 
 if TYPE_CHECKING:
     from ..documents.deployment import DeploymentRecord
+    from ..result_shapes import StoredResult
+    from ..settings import Settings
     from .record import Resident
+    from .shapes import ResidentCanary, ResidentDeployment, ResidentEntry, ResidentLaunch
 
 
 class _Chosen(NamedTuple):
@@ -55,7 +58,7 @@ def _chosen(found: Sequence[Resident], records: Sequence[DeploymentRecord]) -> _
     return _Chosen(by_name[str(chosen["name"])], bool(chosen.get("running")), str(chosen.get("status") or ""), others)
 
 
-def entry(rec: DeploymentRecord, src_doc: Mapping[str, Any], path: str) -> dict[str, Any]:
+def entry(rec: DeploymentRecord, src_doc: StoredResult, path: str) -> ResidentEntry:
     """The resident canary's plan entry for ``sparkbench.result.record`` (see the module docstring)."""
     src_launch = src_doc.get("launch") or {}
     manifest = src_doc.get("manifest") or {}
@@ -63,11 +66,12 @@ def entry(rec: DeploymentRecord, src_doc: Mapping[str, Any], path: str) -> dict[
     if rec.port is None or rec.health_settings is None or rec.health_argv is None:
         raise InputError(f"resident {rec.container} on {rec.host}: its deployment record has no port, "
                          "health_settings or health_argv: deploy it again (playbooks/serve.yml)")
-    launch = {"argv": with_address(src_launch.get("argv") or [], str(rec.listen), rec.port),
-              "command": rec.command or "", "env": dict(src_launch.get("env") or {}),
-              "secret_env": list(src_launch.get("secret_env") or []), "image": str(manifest.get("image") or ""),
-              "base_url": rec.base_url}
-    settings = dict(rec.health_settings)
+    launch: ResidentLaunch = {
+        "argv": with_address(src_launch.get("argv") or [], str(rec.listen), rec.port),
+        "command": rec.command or "", "env": dict(src_launch.get("env") or {}),
+        "secret_env": list(src_launch.get("secret_env") or []), "image": str(manifest.get("image") or ""),
+        "base_url": rec.base_url}
+    settings = cast("Settings", dict(rec.health_settings))  # the deployment canary's, checked (spec.canary_settings)
     return {"name": rec.variant, "variant": dict(src_doc.get("variant") or {}), "launch": launch,
             "config_hash": config_hash(launch, settings), "result_path": str(path), "action": "measure",
             "preflight": dict(src_doc.get("preflight") or {"verdict": "pass", "failures": []}), "settings": settings,
@@ -76,7 +80,7 @@ def entry(rec: DeploymentRecord, src_doc: Mapping[str, Any], path: str) -> dict[
 
 
 def canary(found: Sequence[Resident], records: Sequence[DeploymentRecord], results_dir: Any,
-           run_id: str, host: str) -> dict[str, Any] | None:
+           run_id: str, host: str) -> ResidentCanary | None:
     """The unit's resident canary, or None (see the module docstring). A record that cannot be
     measured (written without the health fields, or its source result gone) raises ``InputError``
     naming the fix: health.yml judges the unit ``failed`` with it."""
@@ -98,8 +102,9 @@ def canary(found: Sequence[Resident], records: Sequence[DeploymentRecord], resul
         raise InputError(f"resident {name} on {host}: the result it was deployed from ({src_path or 'none recorded'}) "
                          "is not in bench_results_dir: point bench_results_dir at the folder the deployment used")
     out_path = result_path(results_dir, run_id, host, variant)
-    deployment = {"name": name, "variant": variant, "deployed_at": rec.when, "run": rec.source.run,
-                  "port": rec.port, "samples": samples, "canary_text": rec.canary.text if rec.canary else None}
+    deployment: ResidentDeployment = {
+        "name": name, "variant": variant, "deployed_at": rec.when, "run": rec.source.run,
+        "port": rec.port, "samples": samples, "canary_text": rec.canary.text if rec.canary else None}
     state = "running" if chosen.running else f"not running ({chosen.status or 'stopped'})"
     summary = [f"canary: resident {name} ({variant} from run {deployment['run']}, deployed {rec.when}, "
                f"port {rec.port}, {state}), judged against its deployment's canary "

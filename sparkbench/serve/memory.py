@@ -9,21 +9,28 @@ numbers, vLLM's own message for the case and the fix.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .. import memory as memory_mod
 from ..plan import load_profiles
 
+if TYPE_CHECKING:
+    from ..memory.engine import MemoryRow
+    from ..memory.residents import PresentResident
+    from ..memory.unit import MemoryPlan
+    from .record import Resident
+    from .shapes import Deployment, ServeSettings
 
-def _replaced(found: Mapping[str, Any], dep: Mapping[str, Any]) -> bool:
+
+def _replaced(found: PresentResident, dep: Deployment) -> bool:
     """Whether a resident is the one this deployment replaces (or one of its own containers)."""
     return (found.get("name") in set((dep.get("names") or {}).values()) or found.get("variant") == dep["variant"]
             or str(found.get("port")) == str(dep["port"]))
 
 
-def deploy_plan(dep: Mapping[str, Any], s: Mapping[str, Any], host: str, results_dir: str,
-                listing: Sequence[Mapping[str, Any]] | None = None, beside: bool = False) -> dict[str, Any]:
+def deploy_plan(dep: Deployment, s: ServeSettings, host: str, results_dir: str,
+                listing: Sequence[Resident] | None = None, beside: bool = False) -> MemoryPlan:
     """The unit's memory plan with ``dep`` (``sparkbench.serve.spec.deployment``) deployed;
     ``listing``: the unit's residents (``sparkbench.serve.record.residents``) once read; ``beside``:
     the resident it replaces kept too (the candidate tried beside it: ``spec.placement``)."""
@@ -34,8 +41,9 @@ def deploy_plan(dep: Mapping[str, Any], s: Mapping[str, Any], host: str, results
     if len(kept) < len(found):
         where += f" (less {len(found) - len(kept)} this deploy replaces)"
     residents = memory_mod.rows(kept, hardware, s["bench_profiles_dir"], ctx["total_gb"])
-    engine = {**memory_mod.row_from_result("engine", dep["names"]["resident"], dep["source"]["path"], hardware,
-                                           s["bench_profiles_dir"], ctx["total_gb"]), "variant": dep["variant"]}
+    engine: MemoryRow = {**memory_mod.row_from_result("engine", dep["names"]["resident"], dep["source"]["path"],
+                                                      hardware, s["bench_profiles_dir"], ctx["total_gb"]),
+                         "variant": dep["variant"]}
     plan = memory_mod.plan(ctx, residents, engine, where)
     plan["refusal"] = memory_mod.refusal(plan) if plan["fits"] is False else ""
     return plan

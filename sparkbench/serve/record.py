@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Final, TypedDict, cast
 
 from ..launch import SIM_UNIT_CONTAINER, UNIT_HOME
 from ..measure.figures import SINGLE_DECODE
@@ -41,10 +41,20 @@ from ..paths import write_atomic
 
 if TYPE_CHECKING:
     from ..documents.deployment import DeploymentRecord
+    from .shapes import (
+        CanaryBlock,
+        CanaryJudgement,
+        Deployment,
+        DockerContainer,
+        FailureNote,
+        RecordDocument,
+        RecordSourceBlock,
+        RecordState,
+    )
 
-KIND = "sparkbench.deployment"
+KIND: Final = "sparkbench.deployment"
 #: the record's version (= sparkbench.documents.deployment.SCHEMA_VERSION; a test holds them equal)
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION: Final = "1"
 #: The container label that marks a resident or a candidate (its value: the variant); the unit's
 #: probe filters on it too (roles/spark_host/defaults/main.yml ``spark_host_resident_label``).
 RESIDENT_LABEL = "sparkbench.resident"
@@ -66,35 +76,43 @@ def controller_dir(results_dir: str | Path, host: str) -> Path:
     return Path(results_dir) / FOLDER / str(host)
 
 
-def record(dep: Mapping[str, Any], state: str, when: str, canary: Mapping[str, Any] | None = None,
-           failure: Mapping[str, Any] | None = None, left: str | None = None) -> DeploymentRecord:
+def record(dep: Deployment, state: RecordState, when: str, canary: CanaryJudgement | None = None,
+           failure: FailureNote | None = None, left: str | None = None) -> DeploymentRecord:
     """The record of ``dep`` (a deployment, ``sparkbench.serve.spec.on_unit``) in ``state``, read
     through its model (``DocumentError`` names a wrong field)."""
     if state not in STATES:
         raise ValueError(f"deployment state {state!r} is not one of {', '.join(STATES)}")
-    src = dep.get("source") or {}
-    resident = dep.get("resident") or {}
-    out: dict[str, Any] = {
+    src = dep.get("source")
+    resident = dep.get("resident")
+    names = dep.get("names")
+    container = resident.get("container") if resident else None
+    prev = dep.get("previous")
+    out: RecordDocument = {
         "kind": KIND, "schema_version": SCHEMA_VERSION, "state": state, "host": dep.get("host"),
         "variant": dep.get("variant"), "when": when,
-        "container": (dep.get("names") or {}).get("resident"), "port": dep.get("port"), "listen": dep.get("listen"),
-        "base_url": resident.get("base_url"), "api_key": bool(dep.get("api_key")),
-        "restart_policy": (resident.get("container") or {}).get("restart_policy"), "command": resident.get("command"),
-        "source": {k: src.get(k) for k in ("run", "path", "config_hash", "finished_at", "image", "image_id",
-                                            "image_digest", "model", "model_revision", SINGLE_DECODE.field)},
+        "container": names.get("resident") if names else None, "port": dep.get("port"), "listen": dep.get("listen"),
+        "base_url": resident.get("base_url") if resident else None, "api_key": bool(dep.get("api_key")),
+        "restart_policy": container.get("restart_policy") if container else None,
+        "command": resident.get("command") if resident else None,
+        # the keys of RecordSourceBlock (the figure's through its declaration)
+        "source": cast("RecordSourceBlock", {k: src.get(k) if src else None for k in (
+            "run", "path", "config_hash", "finished_at", "image", "image_id", "image_digest", "model",
+            "model_revision", SINGLE_DECODE.field)}),
         "placement": dep.get("placement"),
-        "previous": ({k: (dep["previous"] or {}).get(k) for k in ("name", "variant", "port", "run", "config_hash")}
-                     if dep.get("previous") else None),
+        "previous": ({"name": prev.get("name"), "variant": prev.get("variant"), "port": prev.get("port"),
+                      "run": prev.get("run"), "config_hash": prev.get("config_hash")} if prev else None),
         "health_argv": dep.get("health_argv"), "health_settings": dep.get("canary_settings"),
         "health_remote_dir": dep.get("remote_dir"),
     }
     if canary:
-        verdict = canary.get("verdict") or {}
-        out["canary"] = {"passed": bool(canary.get("passed")), "text": canary.get("text"),
-                         "reason": canary.get("reason"), "requests": canary.get("requests"),
-                         SINGLE_DECODE.field: canary.get(SINGLE_DECODE.field),
-                         "verdict": {k: verdict.get(k) for k in ("kind", "pct", "lo", "hi", "mdd_pct")} if verdict else None,
-                         "samples": list(canary.get("samples") or [])}
+        verdict = canary.get("verdict")
+        # the keys of CanaryBlock (the figure's through its declaration) and of VerdictBlock
+        out["canary"] = cast("CanaryBlock", {
+            "passed": bool(canary.get("passed")), "text": canary.get("text"),
+            "reason": canary.get("reason"), "requests": canary.get("requests"),
+            SINGLE_DECODE.field: canary.get(SINGLE_DECODE.field),
+            "verdict": {k: verdict.get(k) for k in ("kind", "pct", "lo", "hi", "mdd_pct")} if verdict else None,
+            "samples": list(canary.get("samples") or [])})
     if failure:
         stage = str(failure.get("stage") or "start")
         out["failure"] = {"stage": stage, "reason": str(failure.get("reason") or f"failed at {stage}"),
@@ -104,17 +122,18 @@ def record(dep: Mapping[str, Any], state: str, when: str, canary: Mapping[str, A
     return as_record(out)
 
 
-def left_behind(dep: Mapping[str, Any], stage: str, stopped_previous: bool, unreachable: bool) -> str:
+def left_behind(dep: Deployment, stage: str, stopped_previous: bool, unreachable: bool) -> str:
     """What runs on the unit after a failed deploy, in words."""
     prev = dep.get("previous")
-    names = dep.get("names") or {}
+    names = dep.get("names")
+    candidate = names.get("candidate") if names else None
     if unreachable:
         if prev:
             previous = (f" and the previous resident {prev['name']} stopped" if stopped_previous
                         else f"; the previous resident {prev['name']} was not stopped")
         else:
             previous = ""
-        return (f"the unit stopped answering: {names.get('candidate')} may be left there{previous}"
+        return (f"the unit stopped answering: {candidate} may be left there{previous}"
                 "; the unit's deployment record is unchanged")
     if prev:
         how = "started again" if stopped_previous else "kept serving"
@@ -144,12 +163,17 @@ def write(results_dir: str | Path, rec: DeploymentRecord) -> dict[str, str]:
     if rec.state == "deployed" and prev is not None and prev.variant and prev.variant != rec.variant:
         old = load(base / f"{prev.variant}.json")
         if old is not None and old.state == "deployed":
-            replaced = as_record({**old.document(), "state": "replaced", "when": rec.when, "replaced_by": rec.variant})
+            replaced = as_record({**_document(old), "state": "replaced", "when": rec.when, "replaced_by": rec.variant})
             write_atomic(base / f"{prev.variant}.json", _text(replaced))
     return paths
 
 
-def as_record(data: Mapping[str, Any]) -> DeploymentRecord:
+def _document(rec: DeploymentRecord) -> RecordDocument:
+    """The record as written (``DeploymentRecord.document``): its model's keys, validated."""
+    return cast("RecordDocument", rec.document())
+
+
+def as_record(data: RecordDocument) -> DeploymentRecord:
     """A record as data (built by ``record``, or carried as a fact: ``serve_plan.current``) through
     its model (``sparkbench.documents.load_deployment``), as it is written and read: through JSON
     (a fact's tuples become lists). ``DocumentError`` names a wrong field."""
@@ -176,7 +200,7 @@ def deployed(results_dir: str | Path, host: str) -> list[DeploymentRecord]:
 
 def undeployed(rec: DeploymentRecord, when: str) -> DeploymentRecord:
     """The current record of a resident that was removed."""
-    return as_record({**rec.document(), "state": "undeployed", "when": when, "deployed_at": rec.when})
+    return as_record({**_document(rec), "state": "undeployed", "when": when, "deployed_at": rec.when})
 
 
 class Resident(TypedDict):
@@ -195,7 +219,7 @@ class Resident(TypedDict):
     status: str
 
 
-def residents(containers: Sequence[Mapping[str, Any]]) -> list[Resident]:
+def residents(containers: Sequence[DockerContainer]) -> list[Resident]:
     """The unit's resident and candidate containers (``community.docker.docker_host_info``'s
     verbose container list, labelled ``sparkbench.resident``) as :class:`Resident`, by name."""
     out: list[Resident] = []
@@ -204,7 +228,7 @@ def residents(containers: Sequence[Mapping[str, Any]]) -> list[Resident]:
         if RESIDENT_LABEL not in labels:
             continue
         name = str((c.get("Names") or ["?"])[0]).lstrip("/")
-        out.append({"name": name, "variant": labels.get(RESIDENT_LABEL), "role": labels.get("sparkbench.role"),
+        out.append({"name": name, "variant": labels[RESIDENT_LABEL], "role": labels.get("sparkbench.role"),
                     "port": labels.get("sparkbench.port"), "run": labels.get("sparkbench.run"),
                     "config_hash": labels.get("sparkbench.config_hash"),
                     "listen": labels.get("sparkbench.listen"), "running": c.get("State") == "running",
@@ -213,7 +237,7 @@ def residents(containers: Sequence[Mapping[str, Any]]) -> list[Resident]:
     return sorted(out, key=lambda r: r["name"])
 
 
-def _unit_dir(container: Mapping[str, Any]) -> str | None:
+def _unit_dir(container: DockerContainer) -> str | None:
     """The simulated unit's account a container mounts (``sparkbench.launch.SIM_UNIT_CONTAINER``), or None."""
     for m in container.get("Mounts") or []:
         if isinstance(m, Mapping) and m.get("Destination") == SIM_UNIT_CONTAINER:

@@ -32,7 +32,7 @@ The need: a simulator ``SIMULATOR_GIB``; a GPU unit ``--gpu-memory-utilization``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import measure_bundle
 from .. import settings as settings_mod
@@ -57,8 +57,28 @@ from ..plan import VARIABLES as BENCH_VARIABLES
 from ..unit_home import sim_unit_block
 from .record import RESIDENT_LABEL
 
+if TYPE_CHECKING:
+    from ..cluster.shapes import HostVars
+    from ..launch import ContainerArgs
+    from ..memory.unit import MemoryPlan
+    from ..settings import Settings, SettingsInput
+    from .record import Resident
+    from .shapes import (
+        ContainerNames,
+        Deployment,
+        Placement,
+        PlacementNumbers,
+        PlanNumbers,
+        PreviousResident,
+        ServeContainer,
+        ServeSettings,
+        ServeVariables,
+        Source,
+        SourceFacts,
+    )
+
 #: The serve variables and their defaults (inventory/group_vars/all/serve.yml sets the same).
-VARIABLES: dict[str, Any] = {
+VARIABLES: ServeVariables = {
     "serve_variant": "",
     "serve_run": "",
     "serve_port": 8080,
@@ -74,14 +94,25 @@ VARIABLES: dict[str, Any] = {
     "serve_unit_dir": "",
     "bench_results_dir": "",
     # The server's, the host's and measure's variables serve.yml reads: bench.yml's defaults.
-    **{k: BENCH_VARIABLES[k] for k in (
-        "vllm_server_port", "vllm_server_ready_timeout_s", "vllm_server_api_key", "spark_host_hf_token",
-        "sparkbench_hf_token", "spark_host_hf_cache", "spark_host_vllm_cache", "spark_host_flashinfer_cache",
-        "sparkbench_sim_unit_dir",
-        "sparkbench_gpu_less", "spark_host_gpu_probe", "llm_bench_python", "llm_bench_remote_dir",
-        # the unit's memory plan (sparkbench.serve.memory)
-        "bench_hardware_profile_name", "bench_profiles_dir", "bench_tenants", "bench_memory_reserve_gb",
-        "bench_unit_memory_gb")},
+    "vllm_server_port": BENCH_VARIABLES["vllm_server_port"],
+    "vllm_server_ready_timeout_s": BENCH_VARIABLES["vllm_server_ready_timeout_s"],
+    "vllm_server_api_key": BENCH_VARIABLES["vllm_server_api_key"],
+    "spark_host_hf_token": BENCH_VARIABLES["spark_host_hf_token"],
+    "sparkbench_hf_token": BENCH_VARIABLES["sparkbench_hf_token"],
+    "spark_host_hf_cache": BENCH_VARIABLES["spark_host_hf_cache"],
+    "spark_host_vllm_cache": BENCH_VARIABLES["spark_host_vllm_cache"],
+    "spark_host_flashinfer_cache": BENCH_VARIABLES["spark_host_flashinfer_cache"],
+    "sparkbench_sim_unit_dir": BENCH_VARIABLES["sparkbench_sim_unit_dir"],
+    "sparkbench_gpu_less": BENCH_VARIABLES["sparkbench_gpu_less"],
+    "spark_host_gpu_probe": BENCH_VARIABLES["spark_host_gpu_probe"],
+    "llm_bench_python": BENCH_VARIABLES["llm_bench_python"],
+    "llm_bench_remote_dir": BENCH_VARIABLES["llm_bench_remote_dir"],
+    # the unit's memory plan (sparkbench.serve.memory)
+    "bench_hardware_profile_name": BENCH_VARIABLES["bench_hardware_profile_name"],
+    "bench_profiles_dir": BENCH_VARIABLES["bench_profiles_dir"],
+    "bench_tenants": BENCH_VARIABLES["bench_tenants"],
+    "bench_memory_reserve_gb": BENCH_VARIABLES["bench_memory_reserve_gb"],
+    "bench_unit_memory_gb": BENCH_VARIABLES["bench_unit_memory_gb"],
 }
 STATES = ("present", "absent")
 SIMULATOR_GIB = 0.5
@@ -94,9 +125,11 @@ RESTART_POLICY = "unless-stopped"
 UNIT_DIR_BELOW_HOME = ".sparkbench/residents"
 
 
-def settings(variables: Mapping[str, Any]) -> dict[str, Any]:
+def settings(variables: HostVars) -> ServeSettings:
     """The serve settings, checked (see ``VARIABLES``)."""
-    v = {k: (variables.get(k) if variables.get(k) is not None else d) for k, d in VARIABLES.items()}
+    # every variable of VARIABLES, as the inventory writes it (its default where unset or null)
+    v = cast("ServeVariables", {k: (variables.get(k) if variables.get(k) is not None else d)
+                                for k, d in VARIABLES.items()})
     state = str(v["serve_state"] or "present").strip()
     if state not in STATES:
         raise InputError(f"serve_state is {state!r}; set it to present (deploy) or absent (undeploy)")
@@ -147,13 +180,13 @@ def with_address(argv: Sequence[str], host: str, port: int) -> list[str]:
     return out
 
 
-def container(src: Mapping[str, Any], s: Mapping[str, Any], name: str, port: int, role: str,
-              caches: Mapping[str, str], sim_unit: str = "") -> dict[str, Any]:
+def container(src: Source, s: ServeSettings, name: str, port: int, role: str,
+              caches: Mapping[str, str], sim_unit: str = "") -> ServeContainer:
     """One container of the deployment (resident or candidate) with its ``docker run`` line;
     ``sim_unit``: a simulated unit's shared account, mounted as bench.yml mounts it (sparkbench.launch)."""
     reach = reach_address(s["serve_listen"])
     sim_volumes, sim_env = sim_unit_mount(sim_unit)
-    spec = {
+    spec: ContainerArgs = {
         "name": name, "image": src["image"], "command": with_address(src["argv"], s["serve_listen"], port),
         "network_mode": "host", "ipc_mode": "host", "volumes": cache_volumes(caches) + sim_volumes,
         "env": {**src["env"], **sim_env},
@@ -174,14 +207,16 @@ def container(src: Mapping[str, Any], s: Mapping[str, Any], name: str, port: int
             "unresolved": unresolved_message(caches, f"container {name}") or sim_unit_unresolved(sim_unit, f"container {name}")}
 
 
-def canary_settings(src: Mapping[str, Any], s: Mapping[str, Any]) -> dict[str, Any]:
+def canary_settings(src: Source, s: ServeSettings) -> Settings:
     """The source's measurement settings, single stream only, ``serve_canary_runs`` requests."""
-    out = {**src["settings"], **BRACKET_SETTINGS}
-    out.update(runs=max(int(s["serve_canary_runs"]), verdict_mod.MIN_REQUESTS), target_precision_pct=None, max_runs=None)
+    out: SettingsInput = {**src["settings"], **BRACKET_SETTINGS}
+    out["runs"] = max(int(s["serve_canary_runs"]), verdict_mod.MIN_REQUESTS)
+    out["target_precision_pct"] = None
+    out["max_runs"] = None
     return settings_mod.normalize(out)
 
 
-def names(s: Mapping[str, Any], variant: str) -> dict[str, str]:
+def names(s: ServeSettings, variant: str) -> ContainerNames:
     """The deployment's container names: resident, candidate, and where a previous resident of the
     same variant waits while its successor is tried (``stash``)."""
     return {"resident": f"{s['serve_container_prefix']}-{variant}",
@@ -189,14 +224,15 @@ def names(s: Mapping[str, Any], variant: str) -> dict[str, str]:
             "stash": f"{s['serve_container_prefix']}-previous-{variant}"}
 
 
-def deployment(src: Mapping[str, Any], s: Mapping[str, Any], host: str) -> dict[str, Any]:
+def deployment(src: Source, s: ServeSettings, host: str) -> Deployment:
     """The deployment before the unit has answered (cache folders below ``<unit home>``)."""
     caches = unit_caches(s)
     sim_unit = sim_unit_path(s["sparkbench_sim_unit_dir"])
     n = names(s, src["variant"])
     resident = container(src, s, n["resident"], s["serve_port"], "resident", caches, sim_unit)
     return {
-        "host": host, "variant": src["variant"], "source": {k: v for k, v in src.items() if k != "samples"},
+        "host": host, "variant": src["variant"],
+        "source": cast("SourceFacts", {k: v for k, v in src.items() if k != "samples"}),  # the source less its samples
         "baseline": list(src["samples"]), "names": n, "port": s["serve_port"], "listen": s["serve_listen"],
         "candidate_port": s["serve_candidate_port"], "api_key": s["api_key"], "caches": caches, "sim_unit": sim_unit,
         "resident": resident, "canary_settings": canary_settings(src, s), "slower_pct": s["serve_slower_pct"],
@@ -208,18 +244,20 @@ def deployment(src: Mapping[str, Any], s: Mapping[str, Any], host: str) -> dict[
     }
 
 
-def need_gib(src: Mapping[str, Any]) -> tuple[float, str]:
+def need_gib(src: SourceFacts) -> tuple[float, str]:
     """The candidate's memory need in GiB and how it was reckoned (see the module docstring)."""
     if src.get("simulated"):
         return SIMULATOR_GIB, "a simulator"
     hw = src.get("hardware") or {}
     argv = list(src.get("argv") or [])
-    if hw.get("unified_memory_gb") and hw.get("device") != "cpu":
+    unified_gb = hw.get("unified_memory_gb")
+    if unified_gb and hw.get("device") != "cpu":
         share = VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
         if "--gpu-memory-utilization" in argv[:-1]:
             share = float(argv[argv.index("--gpu-memory-utilization") + 1])
-        return share * float(hw["unified_memory_gb"]), f"--gpu-memory-utilization {share:g} of {hw['unified_memory_gb']} GB"
-    kv = float((src.get("env") or {}).get("VLLM_CPU_KVCACHE_SPACE") or CPU_KV_DEFAULT_GIB)
+        return share * float(unified_gb), f"--gpu-memory-utilization {share:g} of {unified_gb} GB"
+    env: dict[str, str] = src.get("env") or {}
+    kv = float(env.get("VLLM_CPU_KVCACHE_SPACE") or CPU_KV_DEFAULT_GIB)
     model = float(src.get(MODEL_MEMORY.field) or 0.0)
     return model + kv + CPU_OVERHEAD_GIB, f"model {model:g} GiB + KV cache {kv:g} GiB + {CPU_OVERHEAD_GIB:g} GiB"
 
@@ -232,7 +270,7 @@ def available_gib(meminfo: str) -> float | None:
     return None
 
 
-def previous_resident(residents: Sequence[Mapping[str, Any]], s: Mapping[str, Any], variant: str) -> dict[str, Any] | None:
+def previous_resident(residents: Sequence[Resident], s: ServeSettings, variant: str) -> PreviousResident | None:
     """The resident this deployment replaces: the one of the same variant or on ``serve_port``
     (``residents``: ``{name, variant, port, run, config_hash, running}`` of the unit's containers)."""
     prefix = f"{s['serve_container_prefix']}-"
@@ -242,11 +280,14 @@ def previous_resident(residents: Sequence[Mapping[str, Any]], s: Mapping[str, An
     if len(hits) > 1:
         raise InputError(f"serve_port {s['serve_port']} is held by {', '.join(sorted(hits))}, and {variant} runs as "
                          "another of them: undeploy one (serve_state=absent) or choose the port the variant runs on")
-    return dict(next(iter(hits.values()))) if hits else None
+    if not hits:
+        return None
+    previous: PreviousResident = {**next(iter(hits.values()))}
+    return previous
 
 
-def placement(dep: Mapping[str, Any], previous: Mapping[str, Any] | None, meminfo: str, beside: str,
-              beside_plan: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def placement(dep: Deployment, previous: Resident | None, meminfo: str, beside: str,
+              beside_plan: MemoryPlan | None = None) -> Placement:
     """Where the candidate starts: ``fresh`` / ``beside`` / ``replace`` with the numbers that decided.
     With ``beside_plan`` (a simulated unit's shared account) the unit's memory plan with the
     previous resident kept decides ``auto``, not the machine's MemAvailable."""
@@ -254,8 +295,8 @@ def placement(dep: Mapping[str, Any], previous: Mapping[str, Any] | None, meminf
         return plan_placement(beside_plan)
     need, how = need_gib(dep["source"])
     avail = available_gib(meminfo)
-    out = {"need_gib": round(need, 2), "need": how, "available_gib": None if avail is None else round(avail, 2),
-           "headroom_gib": HEADROOM_GIB}
+    out: PlacementNumbers = {"need_gib": round(need, 2), "need": how,
+                             "available_gib": None if avail is None else round(avail, 2), "headroom_gib": HEADROOM_GIB}
     if previous is None:
         return {**out, "mode": "fresh", "reason": "no resident to replace: the candidate starts on serve_port"}
     if beside == "false":
@@ -270,11 +311,11 @@ def placement(dep: Mapping[str, Any], previous: Mapping[str, Any] | None, meminf
                                                 f"fit in {shown} available: the previous resident is stopped first"}
 
 
-def plan_placement(both: Mapping[str, Any]) -> dict[str, Any]:
+def plan_placement(both: MemoryPlan) -> Placement:
     """``beside`` when the unit's memory plan holds the candidate beside every resident (the
     previous one too), else ``replace``; the plan's numbers in the reason."""
     used, total = float(both["used_gb"]), f"{both['total_gb']:g}" if both.get("total_gb") else "an unknown total of"
-    out = {"need_gib": None, "need": "the unit's memory plan", "available_gib": None, "headroom_gib": None,
+    out: PlanNumbers = {"need_gib": None, "need": "the unit's memory plan", "available_gib": None, "headroom_gib": None,
            "memory_plan_gb": round(used, 1)}
     if both["fits"] is not False:
         return {**out, "mode": "beside", "reason": f"the unit's memory plan holds the candidate beside the previous "
@@ -284,7 +325,7 @@ def plan_placement(both: Mapping[str, Any]) -> dict[str, Any]:
                                                 "stopped first"}
 
 
-def unit_records_dir(s: Mapping[str, Any], home: Any) -> str:
+def unit_records_dir(s: ServeSettings, home: Any) -> str:
     """Where the unit keeps its deployment records: ``serve_unit_dir`` (absolute, or ``~/…`` below
     the remote user's home), default ``~/.sparkbench/residents``."""
     raw = str(s["serve_unit_dir"] or "").strip() or f"~/{UNIT_DIR_BELOW_HOME}"
@@ -295,7 +336,7 @@ def unit_records_dir(s: Mapping[str, Any], home: Any) -> str:
     return resolve_unit_path(raw, home)
 
 
-def image_problem(src: Mapping[str, Any], image_id: Any) -> str:
+def image_problem(src: SourceFacts, image_id: Any) -> str:
     """Why the unit's image is not the measured one ("" when it is, or when no id was recorded)."""
     want = src.get("image_id")
     if not want:
@@ -309,8 +350,8 @@ def image_problem(src: Mapping[str, Any], image_id: Any) -> str:
     return ""
 
 
-def on_unit(dep: Mapping[str, Any], s: Mapping[str, Any], home: Any, residents: Sequence[Mapping[str, Any]],
-            meminfo: str, image_id: Any = None, beside_plan: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def on_unit(dep: Deployment, s: ServeSettings, home: Any, residents: Sequence[Resident],
+            meminfo: str, image_id: Any = None, beside_plan: MemoryPlan | None = None) -> Deployment:
     """The deployment completed with what the unit answered (see the module docstring); the unit's
     image id of the source's image (``image_id``) must be the measured one. ``beside_plan``: the
     unit's memory plan with the previous resident kept (``sparkbench.serve.memory.deploy_plan``),
@@ -320,7 +361,7 @@ def on_unit(dep: Mapping[str, Any], s: Mapping[str, Any], home: Any, residents: 
         raise InputError(problem)
     caches = {k: resolve_unit_path(str(p), home) for k, p in dep["caches"].items()}
     sim_unit = sim_unit_path(dep.get("sim_unit"), home)
-    src = {**dep["source"], "samples": dep["baseline"]}
+    src: Source = {**dep["source"], "samples": dep["baseline"]}
     n = dep["names"]
     previous = previous_resident(residents, s, dep["variant"])
     place = placement(dep, previous, meminfo, s["serve_beside"], beside_plan if sim_unit else None)
