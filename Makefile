@@ -4,7 +4,7 @@
 #                the Debian base image, the simulator images, headless Chromium (report tests) and
 #                Debian's openssh-server and sudo (the SSH test units; no system sshd is started).
 #                Idempotent: seconds when done.
-#   make check   ruff and the unit layer (no Docker, no server): seconds, after each change.
+#   make check   ruff, lint-imports (the layers) and the unit layer (no Docker, no server): seconds.
 #   make test    setup + the whole suite (pytest, ruff, ansible-lint, Molecule). What CI runs.
 #   make fixtures  re-records, from the real parts, the documents the unit layer reads
 #                (tests/fixtures/recorded/: real vLLM's failures that take a whole engine start).
@@ -12,7 +12,7 @@
 #                quality/image, the fleet and its health, the v0.24 -> v0.25 bridge, two Sparks
 #                over Ray and real vLLM (CPU). Sets up only what its first step needs (demo-setup);
 #                a later step builds the image it needs when it first runs.
-#   make bench   benchmarks of sparkbench itself; rewrites BENCHMARKS.md.
+#   make perf    benchmarks of sparkbench itself (perf/); rewrites BENCHMARKS.md.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -32,7 +32,7 @@ unexport PYTHONDONTWRITEBYTECODE
 export ANSIBLE_GALAXY_DISABLE_GPG_VERIFY := 1
 
 .PHONY: help setup venv venv-runtime docker sim-images images chromium ssh-units demo-setup check test pytest lint \
-        molecule fixtures demo bench clean
+        molecule fixtures demo perf clean
 
 help:
 	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
@@ -87,10 +87,11 @@ ssh-units:
 test: setup
 	@$(MAKE) --no-print-directory pytest lint molecule
 
-# The developer's inner loop: ruff and the unit layer on two workers (no subprocess, server or
+# The developer's inner loop: ruff, the import layers and the unit layer on two workers (no subprocess, server or
 # Docker: tests/conftest.py fails a unit test that starts one).
 check: venv
 	ruff check .
+	lint-imports --no-cache --no-logo
 	$(VPY) -m pytest -q -m unit -n 2 -p no:cacheprovider tests
 
 # Workers: pytest runs on four pytest-xdist workers, a file (or a group in tests/conftest.py that
@@ -109,6 +110,7 @@ fixtures: setup
 
 lint:
 	ruff check .
+	lint-imports --no-cache --no-logo
 	ansible-lint --offline
 
 molecule:
@@ -118,16 +120,16 @@ molecule:
 	done
 
 # make demo's own setup: the runtime venv beside the engine and the simulator images (two jobs).
-# The Ray and real-vLLM images are built by scripts/demo.py before the step that needs them;
+# The Ray and real-vLLM images are built by the demo (sparkbench/demo/) before the step that needs them;
 # Chromium and the SSH units are for make test only.
 demo-setup:
 	@$(MAKE) --no-print-directory -j2 venv-runtime sim-images
 
 demo: demo-setup
-	@$(VPY) scripts/demo.py
+	@$(VPY) -m sparkbench.demo
 
-bench: setup
-	$(VPY) bench/run_all.py
+perf: setup
+	$(VPY) -m perf.run_all
 
 clean:
 	rm -rf $(VENV) .pytest_cache

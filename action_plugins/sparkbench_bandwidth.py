@@ -2,7 +2,7 @@
 (sparkbench.bandwidth).
 
     - sparkbench_bandwidth:
-        probe: "{{ bench_plan.probe }}"               # the probe's container spec (sparkbench.bandwidth.spec)
+        probe: "{{ bench_plan.probe }}"               # the probe's container spec (sparkbench.bandwidth.probe_container)
         run: "{{ spark_host_bandwidth_run }}"         # the probe container task's registered result
         started: "{{ bench_bandwidth_started }}"      # the controller's clock when the step began (epoch s)
 
@@ -13,16 +13,16 @@ previous probe (the fact ``bench_bandwidth_pending``) gets it as the probe after
 own beside the document (``sparkbench.result.write_after_probe``: the document is not written again;
 a drop marks that variant where it is read), and the list is emptied.
 The fact ``bench_bandwidth_between``: whether the probe is cheap enough to run between variants
-(``sparkbench.bandwidth.between``). Returns ``reading``, ``amended`` and a one-line ``msg``.
+(``sparkbench.bandwidth.reading.between``). Returns ``reading``, ``amended`` and a one-line ``msg``.
 """
 
 from __future__ import annotations
 
 import time
 
-from sparkbench import bandwidth as bandwidth_mod
 from sparkbench import result as result_mod
 from sparkbench.ansible_action import ControllerAction
+from sparkbench.bandwidth import reading as bandwidth_mod
 
 
 class ActionModule(ControllerAction):

@@ -7,7 +7,7 @@
 Per host it reads the host's canary result (``bench_plan`` → its canary's ``result_path``) and
 why the host failed (``bench_host_failure_reason``) from hostvars; the unit's history baseline
 from the history index (sparkbench.history, rebuilt when stale). A unit whose canary was its
-resident (the fact ``bench_health_resident``, sparkbench.serve.health) is read from that entry's
+resident (the fact ``bench_health_resident``, sparkbench.serve.health_canary) is read from that entry's
 ``result_path`` and judged against its deployment instead of its history. Writes
 ``results/<run>/health.json`` and ``health.md``. Returns ``lines`` (one verdict line per unit),
 ``unhealthy`` (slow or failed units), ``paths`` and the judgement. It never fails itself:
@@ -38,7 +38,7 @@ class ActionModule(ControllerAction):
             canary = str(hv.get("bench_health_canary") or "")
             resident = hv.get("bench_health_resident") or None
             entry = next((e for e in plan.get("variants") or [] if e.get("name") == canary), None)
-            if resident:  # the unit's canary was its resident (sparkbench.serve.health)
+            if resident:  # the unit's canary was its resident (sparkbench.serve.health_canary)
                 entry = resident["entry"]
             path = Path(entry["result_path"]) if entry else result_path(results_dir, run_id, host, canary)
             doc = health_mod.load_unit(path) if canary or resident else None

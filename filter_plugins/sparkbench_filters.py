@@ -17,7 +17,7 @@ from sparkbench.errors import InputError
 
 
 def vllm_log_match(text: Any, issues: Any = None) -> dict | None:
-    """See sparkbench.preflight.vllm_log_match; ``issues`` defaults to known_issues.yml."""
+    """See sparkbench.preflight.vllm_log_match; ``issues`` defaults to the package's known_issues.yml."""
     try:
         return preflight.vllm_log_match(text, issues or preflight.load_known_issues())
     except InputError as exc:

@@ -37,16 +37,25 @@ fi
 
 ctx=$(mktemp -d /tmp/sparkbench-simctx.XXXXXX)
 trap 'rm -rf "$ctx" "$ctx.build.log"' EXIT
-mkdir -p "$ctx/sparkbench/scripts" "$ctx/sparkbench/profiles"
-# Sources only (no caches), so the hash depends on what the image contains.
-(cd "$repo/scripts" && find vllm_sim -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path 'vllm_sim/image/*' -print0 \
-  | xargs -0 -I{} cp --parents {} "$ctx/sparkbench/scripts/")
-(cd "$repo/profiles" && find . -type f -name '*.json' -print0 | xargs -0 -I{} cp --parents {} "$ctx/sparkbench/profiles/")
-# The engine model the simulator shares with the predictor (sparkbench/twin: standard library only).
+mkdir -p "$ctx/sparkbench/scripts/vllm_sim" "$ctx/sparkbench/profiles"
+# Sources only (no caches), so the hash depends on what the image contains: the vllm_sim package
+# and its command (scripts/vllm_sim, which puts /opt/sparkbench on the path).
+(cd "$repo" && find vllm_sim -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 \
+  | xargs -0 -I{} cp --parents {} "$ctx/sparkbench/")
+cp "$repo/scripts/vllm_sim/__main__.py" "$ctx/sparkbench/scripts/vllm_sim/"
+# The user's own profiles (the checkout's profiles/, when it has any) over the built-in ones.
+if [ -d "$repo/profiles" ]; then
+  (cd "$repo/profiles" && find . -type f -name '*.json' -print0 | xargs -0 -I{} cp --parents {} "$ctx/sparkbench/profiles/")
+fi
+# What the simulator uses of sparkbench (standard library only): the engine model it shares with
+# the predictor (sparkbench/twin) and the package's data reader with the built-in profiles and the
+# quality prompts.
 mkdir -p "$ctx/sparkbench/sparkbench/twin"
-cp "$repo/sparkbench/__init__.py" "$ctx/sparkbench/sparkbench/"
+cp "$repo/sparkbench/__init__.py" "$repo/sparkbench/paths.py" "$repo/sparkbench/package_data.py" "$ctx/sparkbench/sparkbench/"
 cp "$repo"/sparkbench/twin/*.py "$ctx/sparkbench/sparkbench/twin/"
-cp "$repo/scripts/vllm_sim/image/Dockerfile" "$ctx/Dockerfile"
+(cd "$repo" && find sparkbench/data/profiles -type f -name '*.json' -print0 | xargs -0 -I{} cp --parents {} "$ctx/sparkbench/")
+(cd "$repo" && cp --parents sparkbench/data/prompts/quality.json "$ctx/sparkbench/")
+cp "$repo/images/vllm-sim/Dockerfile" "$ctx/Dockerfile"
 content_hash=$(cd "$ctx" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 
 seen=""

@@ -33,8 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # render with this checkout's sparkbench, not whichever one is installed
+REPO = Path(__file__).resolve().parents[1]  # sparkbench itself is the package make venv installed from here
 
 
 def _golden_render():

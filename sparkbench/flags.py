@@ -23,9 +23,9 @@ import json
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from . import package_data
 from .launch import normalize_args
 from .preflight import parse_version
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from .launch import FlagValue
     from .preflight import PreflightFailure
 
-DATA_DIR = Path(__file__).resolve().parent / "data" / "vllm_args"
 _HUMAN_INT = re.compile(r"^\s*\d+(\.\d+)?\s*[kKmMgG]?\s*$")
 ISSUE_ID = "invalid_flag"
 
@@ -94,18 +93,18 @@ class ArgSchema(TypedDict, total=False):
 
 @lru_cache(maxsize=None)
 def _load(version: str) -> ArgSchema:
-    return json.loads((DATA_DIR / f"{version}.json").read_text(encoding="utf-8"))
+    return json.loads((package_data.VLLM_ARGS_DIR / f"{version}.json").read_text(encoding="utf-8"))
 
 
 def stored_versions() -> list[str]:
     """The versions with a stored schema, oldest first."""
-    return sorted((p.stem for p in DATA_DIR.glob("*.json")), key=lambda v: parse_version(v) or ())
+    return sorted((p.stem for p in package_data.VLLM_ARGS_DIR.glob("*.json")), key=lambda v: parse_version(v) or ())
 
 
 def _nearest_full(version: str | None) -> str:
     full = [v for v in stored_versions() if not _load(v).get("partial")]
     if not full:
-        raise FileNotFoundError(f"no full vLLM argument schema in {DATA_DIR}")
+        raise FileNotFoundError(f"no full vLLM argument schema in {package_data.VLLM_ARGS_DIR}")
     want = parse_version(version) if version else None
     if not want:
         return full[-1]
@@ -122,7 +121,7 @@ def argument_table(version: str | None) -> tuple[dict[str, ArgOption], str]:
     """``({"--flag": option}, description)`` for ``version``: which files were used."""
     base = _nearest_full(version)
     table = {f: o for o in _load(base)["options"] for f in o["flags"]}
-    exact = str(version) if version and (DATA_DIR / f"{version}.json").is_file() else None
+    exact = str(version) if version and (package_data.VLLM_ARGS_DIR / f"{version}.json").is_file() else None
     if exact and exact != base:
         # A partial schema adds the flags the full one lacks and its own choice lists; types and
         # ranges of the flags both know come from the full one (where the versions agree).

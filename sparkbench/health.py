@@ -40,7 +40,7 @@ History
 
 Residents
     a unit with a resident (``playbooks/serve.yml``) measures its deployed service instead of the
-    canary variant (``sparkbench.serve.health``); its unit entry carries ``deployment`` (the
+    canary variant (``sparkbench.serve.health_canary``); its unit entry carries ``deployment`` (the
     resident's name, variant, ``deployed_at``, the deployment canary's requests as ``samples``).
     The history rule then holds it to its deployment instead of its history: slow by deployment =
     compare_samples(the deployment canary's requests, this canary's) ``differs`` with pct <
@@ -65,7 +65,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import median
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from . import result as result_mod
 from . import verdict as verdict_mod
@@ -73,11 +73,12 @@ from . import version
 from .errors import InputError
 from .measure.figures import SINGLE_DECODE
 from .paths import write_atomic
+from .unit_figures import HOT_C, MANIFEST_FIELDS, number, unit_figures
+from .values import dig
 
 if TYPE_CHECKING:
     from .cluster.shapes import HostVars
     from .health_shapes import (
-        CanaryFigures,
         Cause,
         Comparison,
         DeploymentFigures,
@@ -85,17 +86,15 @@ if TYPE_CHECKING:
         HealthInput,
         HistoryFigures,
         Judgement,
-        ManifestField,
-        ManifestFields,
         PeerFigures,
         ResidentDeployment,
         ResidentRef,
         UnitFailure,
         UnitRow,
     )
-    from .measure.conditions import Flag
     from .measure.shapes import JSON
     from .result_shapes import StoredResult
+    from .unit_figures import CanaryFigures
     from .verdict import SampleVerdict
 
 MIN_PEERS = 3            # units of one peer group needed for a peer judgement
@@ -105,11 +104,7 @@ DEFAULT_FLOOR_PCT = 3.0  # threshold floor [%]
 CLOCK_CAPPED_SHARE = 0.6  # clock under load / max below this: capped (healthy GB10: ~0.81, PD cap: 0.17–0.28)
 PEER_CLOCK_SHARE = 0.85   # unit's clock under load / peers' median below this: a clock cause
 PEER_POWER_SHARE = 0.8    # unit's mean power / peers' median below this: a power cause
-HOT_C = 85.0              # max GPU temperature [°C] that is a cause by itself
 HOT_MARGIN_C = 10.0       # ...or this much above the peers' median
-#: Manifest fields compared with the peers' majority, in the order causes are listed.
-MANIFEST_FIELDS: tuple[ManifestField, ...] = ("driver", "kernel", "firmware", "cuda", "image_digest", "image_id",
-                                              "vllm_version", "model_revision")
 REMEDY = {
     "clock": "unplug the unit's power brick from the wall and the Spark for about a minute (USB-PD power "
              "negotiation cap), then run health.yml again",
@@ -177,54 +172,13 @@ def canary_variables(variables: HostVars) -> dict[str, JSON]:
     return out
 
 
-# --------------------------------------------------------------------------- figures of one unit
-
-def _dig(doc: Any, *path: Any) -> Any:
-    for key in path:
-        if not isinstance(doc, Mapping):
-            return None
-        doc = doc.get(key)
-    return doc
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _phase_stat(doc: StoredResult, new: tuple[str, str], old: str) -> float | None:
-    """A single-stream telemetry figure: ``telemetry.phases.single.<new[0]>.<new[1]>`` (measure.py),
-    else ``telemetry.single.<old>`` (older documents)."""
-    value = _num(_dig(doc, "telemetry", "phases", "single", *new))
-    return value if value is not None else _num(_dig(doc, "telemetry", "single", old))
-
-
-def unit_figures(doc: StoredResult) -> CanaryFigures:
-    """The canary figures of one result document: ``decode_tok_s`` (single-stream median, tok/s),
-    ``n`` (valid requests), ``clock_under_load_mhz`` / ``clock_max_mhz`` / ``clock_share_of_max``
-    (``protocol.clock``), ``power_w`` (mean, single stream), ``temperature_c`` (max),
-    ``flags`` (``protocol.flags``), ``manifest`` (the fields of ``MANIFEST_FIELDS``)."""
-    clock = _dig(doc, "protocol", "clock") or {}
-    under, top = _num(clock.get("under_load_mhz")), _num(clock.get("max_mhz"))
-    share = _num(clock.get("share_of_max"))
-    if share is None and under is not None and top:
-        share = under / top
-    return {
-        "decode_tok_s": SINGLE_DECODE.read(doc),
-        "n": len(verdict_mod.samples(doc, "single")),
-        "clock_under_load_mhz": under, "clock_max_mhz": top, "clock_share_of_max": share,
-        "power_w": _phase_stat(doc, ("power_w", "mean"), "power_w_mean"),
-        "temperature_c": _phase_stat(doc, ("temperature_c", "max"), "temp_c_max"),
-        "flags": cast("list[Flag]", [f for f in (_dig(doc, "protocol", "flags") or []) if isinstance(f, Mapping)]),
-        "manifest": cast("ManifestFields", {f: _dig(doc, "manifest", f) for f in MANIFEST_FIELDS}),
-        "simulated": bool(doc.get("simulated")),
-    }
-
+# --------------------------------------------------------------------------- peers and causes
 
 def peer_key(doc: StoredResult) -> tuple[str, str, str]:
     """(hardware profile, model, canary variant) — units with the same key are peers."""
-    return (str(_dig(doc, "profile", "hardware", "name") or "unknown hardware"),
-            str(_dig(doc, "variant", "model") or _dig(doc, "manifest", "model") or "unknown model"),
-            str(_dig(doc, "variant", "name") or ""))
+    return (str(dig(doc, "profile", "hardware", "name") or "unknown hardware"),
+            str(dig(doc, "variant", "model") or dig(doc, "manifest", "model") or "unknown model"),
+            str(dig(doc, "variant", "name") or ""))
 
 
 def _failure(doc: StoredResult | None, reason: str | None) -> UnitFailure | None:
@@ -345,7 +299,7 @@ def detectable_fall_pct(mdd_pct: float) -> float:
 
 def _detectable_fall(cmp: SampleVerdict) -> float:
     """``detectable_fall_pct`` of a ``verdict.compare_samples`` result (0 without an MDD)."""
-    return detectable_fall_pct(_num(cmp.get("mdd_pct")) or 0.0)
+    return detectable_fall_pct(number(cmp.get("mdd_pct")) or 0.0)
 
 
 def _versus_peers(host: str, doc: StoredResult, fig: CanaryFigures, key: tuple[str, str, str],
@@ -381,7 +335,7 @@ def _against_earlier(earlier: list[float], doc: StoredResult, *, floor_pct: floa
     History): ``differs`` with pct < −max(``detectable_fall_pct``(mdd_pct), ``floor_pct``)."""
     cmp = verdict_mod.compare_samples(earlier, verdict_mod.samples(doc, "single"), seed=seed, resamples=resamples)
     threshold = max(_detectable_fall(cmp), floor_pct)
-    slow = cmp.get("kind") == "differs" and (_num(cmp.get("pct")) or 0.0) < -threshold
+    slow = cmp.get("kind") == "differs" and (number(cmp.get("pct")) or 0.0) < -threshold
     return ({"verdict": cmp["kind"], "pct": cmp.get("pct"), "lo": cmp.get("lo"), "hi": cmp.get("hi"),
              "mdd_pct": cmp.get("mdd_pct"), "threshold_pct": threshold, "text": verdict_mod.explained(cmp)}, slow)
 
@@ -450,7 +404,7 @@ def _slow_with_a_cause(peers_fig: PeerFigures, causes: Sequence[Cause], floor_pc
     of percent) does not raise its threshold."""
     if not causes or peers_fig.get("verdict") != "differs":
         return False
-    hi = _num(peers_fig.get("hi"))
+    hi = number(peers_fig.get("hi"))
     return hi is not None and hi < -floor_pct
 
 
@@ -485,7 +439,7 @@ def judge(units: Sequence[HealthInput], history: Mapping[str, EarlierCanary] | N
         figs = [f for _, _, f in measured[key]]
         peers_fig, slow_peers = _versus_peers(host, doc, fig, key, measured[key], k=k, floor_pct=floor_pct,
                                               seed=seed, resamples=resamples)
-        # A resident unit is held to its deployment, not to its history (sparkbench.serve.health).
+        # A resident unit is held to its deployment, not to its history (sparkbench.serve.health_canary).
         dep_fig, slow_hist = (_versus_deployment(dep, doc, floor_pct=floor_pct, seed=seed, resamples=resamples)
                               if dep is not None else (None, False))
         hist_fig = None

@@ -15,6 +15,7 @@ from .result_shapes import StoredResult
 
 if TYPE_CHECKING:
     from .measure.conditions import Flag
+    from .unit_figures import ManifestFields
     from .verdict import VerdictKind
 
 #: a unit's verdict
@@ -23,7 +24,7 @@ HealthVerdict = Literal["healthy", "slow", "failed"]
 
 # ------------------------------------------------------------------------------------ the input
 class ResidentDeployment(TypedDict, total=False):
-    """A resident unit's ``deployment`` (``sparkbench.serve.health``): the resident, when it was
+    """A resident unit's ``deployment`` (``sparkbench.serve.health_canary``): the resident, when it was
     deployed, and its deployment canary's requests (``samples``, tok/s)."""
 
     name: str
@@ -55,40 +56,6 @@ class EarlierCanary(StoredResult, total=False):
 
 
 # ---------------------------------------------------------------------------------- the figures
-#: a manifest field compared with the peers' majority (``health.MANIFEST_FIELDS``)
-ManifestField = Literal["driver", "kernel", "firmware", "cuda", "image_digest", "image_id", "vllm_version",
-                        "model_revision"]
-
-
-class ManifestFields(TypedDict):
-    """The canary's manifest fields compared with the peers' majority (``health.MANIFEST_FIELDS``);
-    None where the result does not record one."""
-
-    driver: str | None
-    kernel: str | None
-    firmware: str | None
-    cuda: str | None
-    image_digest: str | None
-    image_id: str | None
-    vllm_version: str | None
-    model_revision: str | None
-
-
-class CanaryFigures(TypedDict):
-    """A unit's canary figures (``health.unit_figures``)."""
-
-    decode_tok_s: float | None
-    n: int
-    clock_under_load_mhz: float | None
-    clock_max_mhz: float | None
-    clock_share_of_max: float | None
-    power_w: float | None
-    temperature_c: float | None
-    flags: list[Flag]
-    manifest: ManifestFields
-    simulated: bool
-
-
 class PeerGroup(TypedDict):
     """The peer group's key: hardware profile, model and canary variant."""
 

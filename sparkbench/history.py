@@ -33,11 +33,12 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, get_args
+from typing import TYPE_CHECKING, Literal, TypedDict, cast, get_args
 
 from .errors import DocumentError
-from .measure.figures import SINGLE_DECODE
 from .paths import DEFAULT_RESULTS_DIR
+from .unit_figures import unit_figures
+from .values import dig
 
 if TYPE_CHECKING:
     from .result_shapes import StoredResult
@@ -142,38 +143,25 @@ def staleness(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> str | None:
     return None
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def _row(run_id: str, path: Path, doc: StoredResult, health: dict[str, str]) -> IndexRow:
-    from . import verdict as verdict_mod
-    from .predict.calibration import twin_single
+    from .predict.twin_rate import twin_single
 
-    def dig(*keys: str) -> Any:
-        d: Any = doc
-        for k in keys:
-            d = d.get(k) if isinstance(d, dict) else None
-        return d
-
-    variant = dig("variant", "name") or path.stem
+    fig = unit_figures(doc)
+    manifest = fig["manifest"]
+    complete = doc.get("status") == "complete"
     host = str(doc.get("host") or path.parent.name)
-    power = _num(dig("telemetry", "phases", "single", "power_w", "mean"))
-    measured = SINGLE_DECODE.read(doc)
-    predicted = twin_single(doc) if doc.get("status") == "complete" else None
-    temp = _num(dig("telemetry", "phases", "single", "temperature_c", "max"))
+    measured = fig["decode_tok_s"]
+    predicted = twin_single(doc) if complete else None
     return {
-        "run_id": run_id, "time": str(doc.get("started_at") or run_id), "host": host, "variant": str(variant),
+        "run_id": run_id, "time": str(doc.get("started_at") or run_id), "host": host,
+        "variant": str(dig(doc, "variant", "name") or path.stem),
         "config_hash": doc.get("config_hash"), "status": doc.get("status"),
-        "single_median": measured,
-        "n": len(verdict_mod.samples(doc, "single")) if doc.get("status") == "complete" else 0,
-        "clock_under_load_mhz": _num(dig("protocol", "clock", "under_load_mhz")),
-        "clock_max_mhz": _num(dig("protocol", "clock", "max_mhz")),
-        "power_w": power if power is not None else _num(dig("telemetry", "single", "power_w_mean")),
-        "temperature_c": temp if temp is not None else _num(dig("telemetry", "single", "temp_c_max")),
-        "driver": dig("manifest", "driver"), "kernel": dig("manifest", "kernel"),
-        "image_id": dig("manifest", "image_id"), "image_digest": dig("manifest", "image_digest"),
-        "vllm_version": dig("manifest", "vllm_version"), "model_revision": dig("manifest", "model_revision"),
+        "single_median": measured, "n": fig["n"] if complete else 0,
+        "clock_under_load_mhz": fig["clock_under_load_mhz"], "clock_max_mhz": fig["clock_max_mhz"],
+        "power_w": fig["power_w"], "temperature_c": fig["temperature_c"],
+        "driver": manifest["driver"], "kernel": manifest["kernel"],
+        "image_id": manifest["image_id"], "image_digest": manifest["image_digest"],
+        "vllm_version": manifest["vllm_version"], "model_revision": manifest["model_revision"],
         "simulated": 1 if doc.get("simulated") else 0, "health": health.get(host),
         "predicted_single": predicted, "prediction_error": (predicted / measured - 1.0) if predicted and measured else None,
         "path": str(path),

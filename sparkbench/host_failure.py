@@ -28,15 +28,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from . import package_data
 from .secrets import redact_text
 
 if TYPE_CHECKING:
     from .cluster.shapes import HostVars
 
-HOST_ISSUES_PATH = Path(__file__).resolve().parent / "data" / "host_issues.yml"
 #: The remedy when no known pitfall matches.
 DEFAULT_REMEDY = ("fix the host problem the reason names (the failed task's full output is above it in the play), "
                   "then re-run with the same bench_run_id")
@@ -93,21 +92,12 @@ class HostFailure(TypedDict):
     summary: str
 
 
-_CACHE: dict[str, tuple[float, list[HostPitfall]]] = {}
-
-
 def load_pitfalls(path: str | os.PathLike | None = None) -> list[HostPitfall]:
-    """The ``host`` section of the pitfalls file (default :data:`HOST_ISSUES_PATH`), each entry
-    checked (``id``, ``signature`` a valid regular expression, ``remedy``); read once per change."""
-    import yaml
-
-    where = str(path or HOST_ISSUES_PATH)
-    mtime = os.stat(where).st_mtime
-    cached = _CACHE.get(where)
-    if cached and cached[0] == mtime:
-        return cached[1]
-    with open(where, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh) or {}
+    """The ``host`` section of the pitfalls file (default ``sparkbench/data/host_issues.yml``, the
+    package's), each entry checked (``id``, ``signature`` a valid regular expression, ``remedy``);
+    parsed once per change of the file (``sparkbench.package_data.load_yaml``)."""
+    where = str(path or package_data.HOST_ISSUES)
+    data = package_data.load_yaml(where) or {}
     entries = data.get("host") if isinstance(data, Mapping) else None
     if not isinstance(entries, list):
         raise ValueError(f"{where}: expected a 'host:' list of pitfalls")
@@ -119,7 +109,6 @@ def load_pitfalls(path: str | os.PathLike | None = None) -> list[HostPitfall]:
             re.compile(e["signature"])
         except re.error as exc:
             raise ValueError(f"{where}: host[{i}] ({e['id']}): signature is not a regular expression: {exc}") from None
-    _CACHE[where] = (mtime, entries)
     return entries
 
 

@@ -63,7 +63,7 @@ RESERVED_FLAGS = frozenset({"host", "port", "model"})
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 #: The unit's home in a path before the unit has answered (never mounted; the dry run shows it).
 UNIT_HOME = "<unit home>"
-#: A simulated unit's shared account (scripts/vllm_sim/unit_account.py): where its simulator
+#: A simulated unit's shared account (vllm_sim/unit_account.py): where its simulator
 #: containers see the unit's directory, and the knob that names it.
 SIM_UNIT_CONTAINER = "/run/sparkbench-unit"
 SIM_UNIT_ENV = "VLLM_SIM_UNIT_DIR"
@@ -122,7 +122,7 @@ class Healthcheck(TypedDict):
 
 class ContainerArgs(TypedDict, total=False):
     """The ``community.docker.docker_container`` arguments of a server (``launch_spec``; a resident's
-    and a candidate's in ``sparkbench.serve.spec`` add ``restart_policy``), read by ``docker_run_line``."""
+    and a candidate's in ``sparkbench.serve.deploy_plan`` add ``restart_policy``), read by ``docker_run_line``."""
 
     name: str
     image: str
@@ -243,7 +243,7 @@ def unresolved_message(caches: Mapping[str, str], where: str = "") -> str:
         return ""
     return (f"{where or 'the unit'}: the cache folders are not resolved on the unit ({', '.join(left)}): its home "
             "(ansible_facts.user_dir) was not read, so the path would be a literal placeholder; let the plan read "
-            "it (playbooks/tasks/host.yml, sparkbench_plan: unit) or set those variables to absolute paths")
+            "it (playbooks/tasks/host.yml, sparkbench_plan_unit) or set those variables to absolute paths")
 
 
 def unit_cache_list(caches: Mapping[str, str]) -> list[CacheFolder]:

@@ -3,11 +3,11 @@
 A unit runs it with its own python3, isolated from its environment: ``python3 -I measure.pyz``
 (no user site, no PYTHON* variables, not even the working directory on sys.path). The archive
 holds ``measure/`` (the package's .py files, no caches), a ``__main__.py`` that runs it and, at
-its root, the data files measure reads (``DATA``: profiles/quality.json and profiles/tools.json,
-found there by ``sparkbench.measure.profiles.data_file``), so that one file is all a unit needs;
-its bytes depend only on the sources (fixed timestamps, sorted entries), so two builds of the same
-checkout are identical. ``llm_bench`` builds it once per host at copy time (the action
-``sparkbench_bundle``), or by hand:
+its root, the data files measure reads (``DATA``: the package's prompts quality.json and
+tools.json, ``sparkbench.package_data``; found there by ``sparkbench.measure.profiles.data_file``),
+so that one file is all a unit needs; its bytes depend only on the sources (fixed timestamps,
+sorted entries), so two builds of the same checkout are identical. ``llm_bench`` builds it once
+per host at copy time (the action ``sparkbench_bundle``), or by hand:
 
     python -m sparkbench.measure_bundle OUT.pyz
 """
@@ -19,14 +19,15 @@ import sys
 import zipfile
 from pathlib import Path
 
+from .package_data import QUALITY_PROMPTS, TOOL_PROMPTS
 from .paths import write_atomic
 
 PACKAGE = Path(__file__).resolve().parent / "measure"
 MAIN = (b'"""measure.pyz: sparkbench\'s measurement (python3 -I measure.pyz --help)."""\n'
         b"import runpy\n\nrunpy.run_module(\"measure\", run_name=\"__main__\", alter_sys=True)\n")
 _EPOCH = (1980, 1, 1, 0, 0, 0)
-#: The checkout's data files packed at the archive's root, under their own names.
-DATA = tuple(PACKAGE.parent.parent / "profiles" / name for name in ("quality.json", "tools.json"))
+#: The package's data files packed at the archive's root, under their own names.
+DATA = (QUALITY_PROMPTS, TOOL_PROMPTS)
 
 
 def on_unit(remote_dir: str, name: str | None = None) -> str:

@@ -1,7 +1,9 @@
-"""Run-wide names of the repository's files, in one place.
+"""Run-wide names of the files outside the package, in one place: the checkout the package is
+installed from (``make setup``: editable), the user's own profiles in it (``profiles/``) and the
+run folders (``results/``), and the layout of each.
 
-The package is installed in editable mode from the checkout (``make setup``), so its data lives
-beside it: profiles, the result schema, the known issues, the measurement package.
+What sparkbench ships (built-in profiles, prompts, known issues, the result schema, …) is package
+data, read through ``sparkbench.package_data``.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: The user's own profiles (``sparkbench profile`` writes here); one overrides a built-in profile of
+#: the same name (``sparkbench.package_data``).
 PROFILES_DIR = REPO_ROOT / "profiles"
-SCHEMA_PATH = REPO_ROOT / "schema" / "result.schema.json"
-KNOWN_ISSUES_PATH = REPO_ROOT / "roles" / "vllm_server" / "files" / "known_issues.yml"
 DEFAULT_RESULTS_DIR = REPO_ROOT / "results"
 
 
@@ -23,12 +25,13 @@ def result_path(results_dir: str | Path, run_id: str, host: str, variant: str) -
 
 
 def model_profile_path(model: str, profiles_dir: str | Path = PROFILES_DIR) -> Path:
-    """``profiles/models/<org>__<name>.json`` for ``org/name``."""
+    """``<profiles_dir>/models/<org>__<name>.json`` for ``org/name`` (the layout of every profiles
+    folder; where a profile is read from: ``sparkbench.package_data.model_profile_file``)."""
     return Path(profiles_dir) / "models" / f"{str(model).replace('/', '__')}.json"
 
 
 def hardware_profile_path(name: str, profiles_dir: str | Path = PROFILES_DIR) -> Path:
-    """``profiles/hardware/<name>.json``."""
+    """``<profiles_dir>/hardware/<name>.json`` (read from: ``package_data.hardware_profile_file``)."""
     return Path(profiles_dir) / "hardware" / f"{name}.json"
 
 

@@ -1,6 +1,6 @@
 """The shapes of a host's plan (``sparkbench.plan``) as ``TypedDict`` classes: the host variables as
 the plan reads them, the hardware and model profiles it loads (``plan.load_profiles``), a plan entry
-and the host's plan. plan.py builds each of them; they live here so that plan.py stays short.
+and the host's plan. The modules of ``sparkbench.plan`` build each of them.
 
 A class of ``total=False`` holds keys a shape has only sometimes; a shape with both kinds is a
 required base and a ``total=False`` subclass. A profile's keys are all optional: a hand-written
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, TypedDict
 
-from .interference.settings import InterferenceVariables
-from .memory.residents import PresentResident
+from .interference.variable import InterferenceVariables
+from .memory.resident_rows import PresentResident
 from .memory.unit import MemoryVariables, UnitMemory
 
 if TYPE_CHECKING:
-    from .bandwidth.spec import ProbeSpec
+    from .bandwidth.probe_container import ProbeSpec
     from .cluster.shapes import ClusterSpec
-    from .interference.plan import InterferenceBlock
-    from .interference.settings import InterferenceSettings
+    from .interference.steps import InterferenceBlock
+    from .interference.variable import InterferenceSettings
     from .launch import FlagValue, LaunchSpec, Scalar
     from .matrix import BuildEntry, ConfigEntry, ExtraVariantEntry, Variant
     from .memory.unit import MemoryPlan
@@ -28,9 +28,28 @@ if TYPE_CHECKING:
 
 
 # ---------------------------------------------------------------------------------- the variables
-class HostVariables(MemoryVariables, InterferenceVariables):
+class UnitVariables(TypedDict):
+    """The host variables of the unit's server and of measure on it that bench.yml and serve.yml both
+    read: the server's readiness wait and secrets, the cache folders, a simulated unit's account, the
+    GPU probe, measure's python and folder."""
+
+    vllm_server_ready_timeout_s: int | float | str
+    vllm_server_api_key: str
+    spark_host_hf_token: str
+    sparkbench_hf_token: str
+    spark_host_hf_cache: str
+    spark_host_vllm_cache: str
+    spark_host_flashinfer_cache: str
+    sparkbench_sim_unit_dir: str
+    sparkbench_gpu_less: bool | str
+    spark_host_gpu_probe: str
+    llm_bench_python: str
+    llm_bench_remote_dir: str
+
+
+class HostVariables(MemoryVariables, InterferenceVariables, UnitVariables):
     """Every host variable a plan reads (``plan.VARIABLES``: their defaults), each as the inventory
-    writes it (``-e`` gives text); ``plan._host_variables`` fills the unset ones with their defaults."""
+    writes it (``-e`` gives text); ``plan.host_variables`` fills the unset ones with their defaults."""
 
     bench_builds: list[BuildEntry] | None
     bench_configs: list[ConfigEntry]
@@ -54,20 +73,8 @@ class HostVariables(MemoryVariables, InterferenceVariables):
     vllm_server_port: int | str
     vllm_server_container_prefix: str
     vllm_server_env: dict[str, Scalar]
-    vllm_server_ready_timeout_s: int | float | str
     vllm_server_preflight_enabled: bool | str
-    vllm_server_api_key: str
-    spark_host_hf_token: str
-    sparkbench_hf_token: str
     sparkbench_api_key: str
-    spark_host_hf_cache: str
-    spark_host_vllm_cache: str
-    spark_host_flashinfer_cache: str
-    sparkbench_sim_unit_dir: str
-    sparkbench_gpu_less: bool | str
-    spark_host_gpu_probe: str
-    llm_bench_python: str
-    llm_bench_remote_dir: str
 
 
 # ----------------------------------------------------------------------------------- the profiles
@@ -134,8 +141,8 @@ class MemoryFacts(TypedDict, total=False):
 
 
 class ModelProfile(TypedDict, total=False):
-    """``profiles/models/<org>__<name>.json`` (``plan.load_profiles``; built by ``sparkbench profile``,
-    sparkbench.modelfiles): the model's pinned revision, size, architecture, parsers."""
+    """``models/<org>__<name>.json``, the user's or the built-in one (``plan.load_profiles``; built by
+    ``sparkbench profile``, sparkbench.modelfiles): the model's pinned revision, size, architecture, parsers."""
 
     id: str
     base_model: str | None
@@ -205,7 +212,7 @@ class GpuTelemetryFacts(TypedDict, total=False):
 
 
 class EngineFacts(TypedDict, total=False):
-    """A hardware profile's ``engine``: the simulator's roofline engine model (scripts/vllm_sim/README.md)."""
+    """A hardware profile's ``engine``: the simulator's roofline engine model (vllm_sim/README.md)."""
 
     _notes: str
     bandwidth_efficiency: float
@@ -223,8 +230,8 @@ class EngineFacts(TypedDict, total=False):
 
 
 class HardwareProfile(TypedDict, total=False):
-    """``profiles/hardware/<name>.json`` (``plan.load_profiles``): the unit's memory, bandwidth, GPUs,
-    vLLM's defaults there, and what the simulator needs to stand in for it."""
+    """``hardware/<name>.json``, the user's or the built-in one (``plan.load_profiles``): the unit's
+    memory, bandwidth, GPUs, vLLM's defaults there, and what the simulator needs to stand in for it."""
 
     name: str
     description: str
@@ -270,7 +277,7 @@ class BracketMark(TypedDict):
 
 
 class VariantNeed(TypedDict):
-    """A variant the host provisions (its image and model, ``plan._provisioning``): a plan entry, or on
+    """A variant the host provisions (its image and model, ``plan.host._provisioning``): a plan entry, or on
     a cluster's worker the head's variant with its model profile."""
 
     variant: Variant
@@ -290,7 +297,7 @@ class _PlanEntryRequired(VariantNeed):
 
 
 class PlanEntry(_PlanEntryRequired, total=False):
-    """One variant of a host's plan (``plan._variant_entry``, the module docstring of sparkbench.plan):
+    """One variant of a host's plan (``plan.entries.variant_entry``, the package docstring of sparkbench.plan):
     its summary lines and memory plan once planned (``plan_host``), its interference steps (None:
     none; ``with_residents``), ``cluster`` on a cluster variant, ``bracket`` on the bracket entry."""
 
@@ -302,7 +309,7 @@ class PlanEntry(_PlanEntryRequired, total=False):
 
 
 class CoResident(PresentResident):
-    """A running resident with what a background load needs (``plan._interference_residents``): the
+    """A running resident with what a background load needs (``plan.resident_check._interference_residents``): the
     address it listens on and the model it serves (None where its result does not say)."""
 
     listen: str | None
@@ -320,7 +327,7 @@ class PlanMemory(UnitMemory):
 
 
 class ProvisionedModel(TypedDict):
-    """A model the host provisions (``plan._provisioning``): its revision, the image it is used with,
+    """A model the host provisions (``plan.host._provisioning``): its revision, the image it is used with,
     whether it ships inside the image (nothing to download)."""
 
     model: str
@@ -330,7 +337,7 @@ class ProvisionedModel(TypedDict):
 
 
 class Provisioning(TypedDict):
-    """What the host provisions (``plan._provisioning``): images, models, and the disk check's sizes [GB]."""
+    """What the host provisions (``plan.host._provisioning``): images, models, and the disk check's sizes [GB]."""
 
     images: list[str]
     models: list[ProvisionedModel]
@@ -338,7 +345,7 @@ class Provisioning(TypedDict):
 
 
 class HostPlan(Provisioning):
-    """A host's plan (``plan.plan_host``, the module docstring of sparkbench.plan; ``with_unit``,
+    """A host's plan (``plan.plan_host``, the package docstring of sparkbench.plan; ``with_unit``,
     ``with_residents`` and ``provisioned`` give it back with more filled in)."""
 
     host: str

@@ -1,6 +1,6 @@
 """Known vLLM pitfalls: check a variant before launch, and explain a failed launch from its log.
 
-Both functions read the same data (``roles/vllm_server/files/known_issues.yml``): each issue has an
+Both functions read the same data (``sparkbench/data/known_issues.yml``): each issue has an
 ``id``, the vLLM ``versions`` it applies to (``">=0.15,<0.27"``; empty = all), optional
 ``preflight`` conditions and an optional log ``signature`` (a regular expression), a ``reason``
 and a ``remedy``.
@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from . import package_data
 from .errors import InputError
-from .paths import KNOWN_ISSUES_PATH
 
 if TYPE_CHECKING:
     from .launch import FlagValue, Scalar
@@ -65,7 +65,7 @@ class KnownIssue(TypedDict, total=False):
 
 
 class KnownIssues(TypedDict, total=False):
-    """roles/vllm_server/files/known_issues.yml as ``load_known_issues`` reads it: what vLLM does when
+    """sparkbench/data/known_issues.yml as ``load_known_issues`` reads it: what vLLM does when
     a flag is not given, the image flavours, the lookup tables of the conditions, the issues."""
 
     flag_defaults: dict[str, FlagValue]
@@ -267,7 +267,7 @@ def _condition_met(ctx: _Context, cond: Any, issue_id: str) -> bool:
 def _issues_list(issues: Any, filter_name: str) -> tuple[KnownIssues, list[KnownIssue]]:
     if not isinstance(issues, Mapping) or not isinstance(issues.get("issues"), list):
         raise InputError(f"{filter_name}: the known-issues data must be a mapping with an 'issues' list "
-                                 "(roles/vllm_server/files/known_issues.yml)")
+                                 "(sparkbench/data/known_issues.yml)")
     return issues, issues["issues"]
 
 
@@ -341,26 +341,11 @@ def vllm_log_match(log_text: Any, issues: KnownIssues) -> LogMatch | None:
     return None
 
 
-
-_KNOWN_ISSUES_CACHE: dict[str, tuple[float, KnownIssues]] = {}
-
-
 def load_known_issues(path: str | None = None) -> KnownIssues:
-    """``roles/vllm_server/files/known_issues.yml`` parsed (once per change of the file)."""
-    import os
-
-    import yaml
-
-    where = str(path or KNOWN_ISSUES_PATH)
-    mtime = os.stat(where).st_mtime
-    cached = _KNOWN_ISSUES_CACHE.get(where)
-    if cached and cached[0] == mtime:
-        return cached[1]
-    with open(where, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
-    _issues_list(data, "known issues")
-    _KNOWN_ISSUES_CACHE[where] = (mtime, data)
-    return data
+    """The known issues (default ``sparkbench/data/known_issues.yml``, the package's) parsed, once
+    per change of the file (``sparkbench.package_data.load_yaml``)."""
+    data = package_data.load_yaml(path or package_data.KNOWN_ISSUES)
+    return _issues_list(data, "known issues")[0]
 
 
 _ERROR_LINE_RE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|error:|ERROR\b|[\w.\-]+: error:).*$",
@@ -425,5 +410,5 @@ def explain_launch(log_text: Any, start_error: Any = "", launch_message: Any = "
         or "the server exited before /health answered"
     return {"issue": None, "reason": reason, "line": line,
             "remedy": "read the log excerpt; add its error line as a signature to "
-                      "roles/vllm_server/files/known_issues.yml",
+                      "sparkbench/data/known_issues.yml",
             "log_excerpt": everything[-4000:]}

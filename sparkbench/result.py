@@ -11,7 +11,8 @@ pitfall refused the variant), ``launch`` (the container did not become ready), `
 (measure.py failed or was incomplete). A bracket run (the reference variant measured again at
 the end of the host's sequence, ``sparkbench.plan``) is written the same way to
 ``<variant>.bracket.json`` with ``bracket: {of, position: "end"}``. Every document is validated against
-``schema/result.schema.json`` before it is written (``write``): an invalid one is a bug and
+the result schema (``sparkbench/data/result.schema.json``, the package's copy of
+``schema/result.schema.json``) before it is written (``write``): an invalid one is a bug and
 raises ``DocumentError`` naming the first wrong fields.
 """
 
@@ -22,13 +23,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from . import bandwidth as bandwidth_mod
 from . import cluster as cluster_mod
 from . import engine_log, version
+from .bandwidth import protocol_block as bandwidth_mod
 from .errors import DocumentError
+from .interference import coresidence as coresidence_mod
+from .measure import SCHEMA_VERSION
 from .measure.figures import MODEL_MEMORY, TIME_TO_READY
-from .paths import SCHEMA_PATH, write_atomic
+from .package_data import RESULT_SCHEMA
+from .paths import write_atomic
+from .result_files import json_object, parse_measured, probe_after_path
 from .secrets import public_env, redact_text
+from .values import as_bool
 
 if TYPE_CHECKING:
     from .cluster.shapes import Failure as ClusterFailure
@@ -37,7 +43,6 @@ if TYPE_CHECKING:
     from .matrix import Variant
     from .measure.bandwidth import BandwidthReading
     from .measure.conditions import DropCaches, ProtocolBlock
-    from .measure.shapes import JSONObject
     from .plan_types import PlanEntry
     from .result_inputs import (
         ClusterRecord,
@@ -53,7 +58,6 @@ if TYPE_CHECKING:
     from .result_shapes import FailureBlock, KernelsBlock, ManifestBlock, Stage, StoredResult
     from .settings import Settings
 
-SCHEMA_VERSION = "1"
 STAGES: tuple[Stage, ...] = ("host", "preflight", "launch", "measure")
 LOG_EXCERPT_CHARS = 4000
 #: What a failure says when nothing better is known, per stage.
@@ -61,7 +65,7 @@ DEFAULT_REMEDY = {
     "host": "fix the host problem named in the reason, then re-run with the same bench_run_id",
     "preflight": "change the variant's flags as the preflight reason says (or vllm_server_preflight_enabled=false "
                  "to launch anyway)",
-    "launch": "read the log excerpt; add its error line as a signature to roles/vllm_server/files/known_issues.yml",
+    "launch": "read the log excerpt; add its error line as a signature to sparkbench/data/known_issues.yml",
     "measure": "read the errors list and the log excerpt; measure.py exits 1 when no request succeeded and 2 "
                "when the server is unreachable; a server that died mid-run leaves its log in the container "
                "(docker logs)",
@@ -76,7 +80,7 @@ def _validator():
     if _VALIDATOR is None:
         import jsonschema
 
-        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+        schema = json.loads(RESULT_SCHEMA.read_text(encoding="utf-8"))
         _VALIDATOR = jsonschema.Draft202012Validator(schema)
     return _VALIDATOR
 
@@ -272,56 +276,24 @@ def measure_failure(rc: object, stdout: object, stderr: object, msg: object = ""
     return failure("measure", reason, log_excerpt=excerpt), measured
 
 
-def parse_measured(stdout: object) -> StoredResult | None:
-    """measure.py's JSON document from its stdout, or None when it wrote none (not validated here:
-    the document it completes is, before it is written)."""
-    if isinstance(stdout, Mapping):
-        return cast("StoredResult", dict(stdout))
-    try:
-        doc = json.loads(str(stdout or ""))
-    except ValueError:
-        return None
-    return cast("StoredResult", doc) if isinstance(doc, dict) else None
-
-
 # --------------------------------------------------------------------------- files
-#: the folder beside a host's result files that holds each document's probe after it
-PROBE_AFTER_DIR = "probe-after"
-
-
-def probe_after_path(path: str | Path) -> Path:
-    """Where the bandwidth probe after the result ``path`` is written: ``<host>/probe-after/<file>``
-    (a file of its own, so that the result is written once; ``*/*.json`` globs of a run never see it)."""
-    p = Path(path)
-    return p.parent / PROBE_AFTER_DIR / p.name
-
-
-def _json_object(path: Path) -> JSONObject:
-    """The JSON object in the file ``path`` as it lies there (not validated); ``{}`` when missing or corrupt."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
 def with_probe_after(doc: StoredResult, path: str | Path) -> StoredResult:
     """``doc`` (the result stored at ``path``) with the probe after it, where one was written:
     ``protocol.bandwidth.after``, and on a drop ``drop`` and the ``bandwidth_drop`` flag
-    (:func:`sparkbench.bandwidth.with_after`). A document that already holds one (written by
+    (:func:`sparkbench.bandwidth.protocol_block.with_after`). A document that already holds one (written by
     sparkbench before 0.4.0) is returned as it is."""
     proto = doc.get("protocol")
     block = proto.get("bandwidth") if isinstance(proto, Mapping) else None
     if not isinstance(block, Mapping) or block.get("after") is not None:
         return doc
-    after = _json_object(probe_after_path(path))
+    after = json_object(probe_after_path(path))
     return bandwidth_mod.with_after(doc, cast("BandwidthReading", after)) if after else doc
 
 
 def stored(path: str | Path) -> StoredResult:
     """A stored result as a dict, with the probe after it (:func:`with_probe_after`); ``{}`` when
     missing or corrupt (the variant is re-measured)."""
-    doc = _json_object(Path(path))
+    doc = json_object(path)
     return with_probe_after(cast("StoredResult", doc), path) if doc else {}
 
 
@@ -381,11 +353,6 @@ def stage_failure(entry: PlanEntry, stage: str, *, reason: str | HostFailure | N
     return failure(stage, reason or (failed or {}).get("msg")), None
 
 
-def _flag(value: object) -> bool:
-    """A boolean as Ansible may pass it (True, or the strings 'true', 'yes', 'on', '1')."""
-    return value.strip().lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
-
-
 #: protocol.drop_caches.reason of a run that did not ask for the drop.
 DROP_CACHES_NOT_REQUESTED = "not requested (bench_drop_caches: false)"
 
@@ -395,7 +362,7 @@ def drop_caches_outcome(requested: object, run: TaskResult | None) -> DropCaches
     registered result of variant.yml's drop task (``sync; echo 3 > /proc/sys/vm/drop_caches``, which
     never fails the variant): done when it exited 0; else why not, from its stderr, else Ansible's
     message (a become without sudo, an unreachable host), else 'no message'."""
-    if not _flag(requested):
+    if not as_bool(requested):
         return {"requested": False, "done": False, "reason": DROP_CACHES_NOT_REQUESTED}
     run = run or {}
     if run.get("rc", 1) == 0:
@@ -410,9 +377,9 @@ def with_drop_caches(doc: StoredResult, outcome: DropCaches | None) -> StoredRes
     flags). No outcome (a cluster variant, a host failure): the document as it is."""
     if not outcome:
         return doc
-    done = _flag(outcome.get("done"))
+    done = as_bool(outcome.get("done"))
     why = str(outcome.get("reason") or "").strip()
-    outcome = {"requested": _flag(outcome.get("requested")), "done": done,
+    outcome = {"requested": as_bool(outcome.get("requested")), "done": done,
                "reason": None if done or why in ("", "None") else why}
     proto = doc.get("protocol")
     # A document without one (a failure before measure) gets a protocol block of these two keys only.
@@ -499,8 +466,6 @@ def record(entry: PlanEntry, host: HostFacts, stage: str, ok: bool, *,
 
 def _with_coresidence(doc: StoredResult, entry: PlanEntry, c: CoresidenceRuns) -> tuple[StoredResult, list[str]]:
     """``doc`` with its ``coresidence`` block (see :func:`record`) and the block's report lines."""
-    from .interference import block as coresidence_mod
-
     outputs = [r.get("stdout") for r in (c.get("loads") or {}).get("results") or []]
     doc = {**doc, "coresidence": coresidence_mod.coresidence(doc, entry["interference"], c.get("idle"), c.get("load"),
                                                              outputs, str(c.get("failure") or ""))}

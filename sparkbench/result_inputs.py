@@ -96,19 +96,17 @@ class ServerDiagnosis(TypedDict, total=False):
     log_excerpt: str
 
 
-class ClusterState(CheckResult, total=False):
-    """The ray_cluster role's ``ray_cluster_state``: the check's verdict with the probe it judged
-    (roles/ray_cluster/tasks/check_nodes.yml; ``record`` reads ``failures`` and ``probe``)."""
-
-    probe: RayProbe
-    status: RayStatus
-
-
 class ServingSnapshot(TypedDict, total=False):
     """The ray_cluster role's ``ray_cluster_serving_state``: ``ray status`` and the probe while the model served."""
 
     status: RayStatus
     probe: RayProbe
+
+
+class ClusterState(CheckResult, ServingSnapshot, total=False):
+    """The ray_cluster role's ``ray_cluster_state``: the check's verdict with the ``ray status`` and
+    the probe it judged, as ``ServingSnapshot`` holds them while serving
+    (roles/ray_cluster/tasks/check_nodes.yml; ``record`` reads ``failures`` and ``probe``)."""
 
 
 class ClusterRecord(TypedDict, total=False):

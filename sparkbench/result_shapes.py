@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
     from .cluster.shapes import ClusterBlock
-    from .interference.block import CoresidenceBlock
+    from .interference.coresidence import CoresidenceBlock
     from .matrix import Variant
     from .measure.aggregate import MultiTurnBlock, PrefixCacheBlock, RateEntry
     from .measure.conditions import ProtocolBlock

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .measure import options as _options
 from .measure.options import BY_KEY, SETTINGS, BadValue, parse_value, setting_error
+from .measure.shapes import SharedSettings
 
 if TYPE_CHECKING:
     from .cluster.shapes import HostVars
@@ -45,44 +46,18 @@ TOOL_CHOICES = BY_KEY["tool_choice"].choices
 SEARCH_BY = BY_KEY["search_by"].choices
 
 
-class Settings(TypedDict):
+class Settings(SharedSettings):
     """The measurement settings, checked and typed (``normalize``; one key per row of measure's option
-    table with ``setting``, in its order): passed whole into the configuration hash, the manifest and
-    measure's command line (``measure_argv``). Rates are numbers, ``"inf"`` for an infinite one."""
+    table with ``setting``): passed whole into the configuration hash, the manifest and measure's
+    command line (``measure_argv``). Most keys are ``SharedSettings`` (the run's ``settings`` block
+    records them as they are); here the ones it records in its own form. Rates are numbers,
+    ``"inf"`` for an infinite one."""
 
-    output_tokens: int
-    runs: int
-    warmup: int
-    concurrency: list[int]
-    context: list[int]
-    quality: bool
-    quality_max_tokens: int
-    image: bool
-    telemetry: Literal["auto", "off"]
     request_timeout_s: float
     stall_timeout_s: float
-    target_precision_pct: float | None
-    max_runs: int | None
     rates: list[float | str]
-    rate_duration_s: float
-    rate_requests: int | None
     burstiness: float
-    rate_seed: int
-    rate_max_concurrency: int | None
     slo: dict[str, float]
-    rate_search: float | None
-    search_by: Literal["rate", "concurrency"]
-    prefix_tokens: int
-    prefix_requests: int
-    prefix_suffix_tokens: int
-    prefix_output_tokens: int
-    turns: int
-    conversations: int
-    turn_tokens: int
-    turn_output_tokens: int
-    tools: bool
-    tool_choice: Literal["auto", "required", "named"]
-    tools_max_tokens: int
 
 
 class SettingsInput(TypedDict, total=False):

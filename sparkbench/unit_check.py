@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from .values import as_bool
+
 OPT_IN = "-e spark_host_install_missing=true"
 #: The Debian/Ubuntu package that gives the unit's system python3 ``requests`` (DGX OS is Ubuntu).
 REQUESTS_PACKAGE = "python3-requests"
@@ -125,7 +127,7 @@ def unit_needs(probes: UnitProbes, install_missing: Any = False) -> UnitNeeds:
     Returns ``{"ok", "problems", "install": {"packages", "docker_group"}}``: ``install`` is what
     provisioning does when ``install_missing`` is true (it is empty otherwise), ``problems`` what
     stays wrong without it."""
-    opted_in = str(install_missing).strip().lower() in ("1", "true", "yes", "on")
+    opted_in = as_bool(install_missing)
     apt = str(probes.get("os_family") or "") == "Debian"
     python = str(probes.get("python") or "")
     problems: list[UnitProblem] = []

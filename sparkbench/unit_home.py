@@ -53,7 +53,7 @@ def unit_block(caches: Mapping[str, str], home: str | None) -> UnitBlock:
 def sim_unit_block(directory: Any, tenants: Any, home: Any = None) -> SimUnitBlock | None:
     """A simulated unit's shared account (``sparkbench_sim_unit_dir``; None when unset): the
     directory (``<unit home>/…`` until ``home`` is known) and ``tenants_json``, the text of its
-    ``tenants.json`` (``bench_tenants`` as ``[{name, gb}]``, scripts/vllm_sim/unit_account.py)."""
+    ``tenants.json`` (``bench_tenants`` as ``[{name, gb}]``, vllm_sim/unit_account.py)."""
     path = sim_unit_path(directory, home)
     if not path:
         return None

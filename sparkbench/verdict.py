@@ -32,7 +32,7 @@ Statistics (``a`` = reference values, ``b`` = other values, n_a and n_b requests
   df = min(n_a, n_b) − 1 (the Student t quantile over the normal one, at least 1.25). Without it
   the percentile bootstrap of a median says "differs" for two identical servers in 2.5–11 % of
   trials (2 % lognormal noise: 10.9 % at 3 per side, 7.8 % at 4, 3.0 % at 5, 5.0 % at 8); with
-  it in ≤ 2.2 % at every n from 3 to 30 (``bench/verdict_accuracy.py --pure``, table in
+  it in ≤ 2.2 % at every n from 3 to 30 (``perf/verdict_accuracy.py --pure``, table in
   docs/REPORTS.md, "How to read a verdict"; through the simulator and measure.py:
   BENCHMARKS.md table 7);
 * interval [lo, hi] = (exp(L − w·(L − P2.5)) − 1, exp(L + w·(P97.5 − L)) − 1) × 100 %;
@@ -216,15 +216,21 @@ def compare_samples(reference: Any, other: Any, *, seed: int = 0, resamples: int
     lo, hi = (math.exp(lo_log) - 1) * 100, (math.exp(hi_log) - 1) * 100
     mdd = (math.exp((widen * _Z.inv_cdf(0.975) + t80) * se) - 1) * 100
     out.update({"pct": pct, "lo": lo, "hi": hi, "mdd_pct": mdd})
-    if lo > 0 or hi < 0:
-        out["kind"] = "differs"
-        out["text"] = f"differs by {_pct(pct)} % [{_pct(lo)}, {_pct(hi)}]"
-    else:
-        out["kind"] = "no_difference"
-        out["text"] = f"no difference detectable above {mdd:.1f} %"
+    _word(out, lo, hi, f"{_pct(pct)} % [{_pct(lo)}, {_pct(hi)}]", f"{mdd:.1f} %")
     if tolerance_pct is not None:
         _against_tolerance(out, tolerance_pct, lo, hi, mdd)
     return out
+
+
+def _word(out: SampleVerdict | ShareVerdict, lo: float, hi: float, difference: str, mdd: str) -> None:
+    """``kind`` and ``text`` of a verdict: ``differs`` when the interval [lo, hi] leaves out 0 (its
+    size and interval in words: ``difference``), else no difference detectable above ``mdd``."""
+    if lo > 0 or hi < 0:
+        out["kind"] = "differs"
+        out["text"] = f"differs by {difference}"
+    else:
+        out["kind"] = "no_difference"
+        out["text"] = f"no difference detectable above {mdd}"
 
 
 def _against_tolerance(out: SampleVerdict, tolerance: float, lo: float, hi: float, mdd: float) -> None:
@@ -336,12 +342,7 @@ def compare_shares(reference: Any, other: Any, *, seed: int = 0, resamples: int 
     hi = min(100.0, d + widen * max(_quantile(draws, 0.975) - d_adj, 0.0))
     mdd = (widen * _Z.inv_cdf(0.975) + t_quantile(0.8, df)) * se
     out.update({"pp": d, "lo": lo, "hi": hi, "mdd_pp": mdd})
-    if lo > 0 or hi < 0:
-        out["kind"] = "differs"
-        out["text"] = f"differs by {_pp(d)} pp [{_pp(lo)}, {_pp(hi)}]"
-    else:
-        out["kind"] = "no_difference"
-        out["text"] = f"no difference detectable above {mdd:.1f} pp"
+    _word(out, lo, hi, f"{_pp(d)} pp [{_pp(lo)}, {_pp(hi)}]", f"{mdd:.1f} pp")
     return out
 
 

@@ -103,7 +103,7 @@ def deployable_result(variant: dict, launch: dict, settings: dict, *, host: str,
                       startup: dict) -> dict:
     """A complete result document of ``variant`` as bench.yml records it on ``host`` (the launch
     from ``sparkbench.launch.launch_spec``, the settings from ``sparkbench.settings.normalize``):
-    what serve.yml deploys from. ``hardware``: a profile name under profiles/hardware."""
+    what serve.yml deploys from. ``hardware``: a built-in hardware profile's name."""
     from sparkbench.launch import config_hash
 
     return {"schema_version": "1", "status": "complete", "simulated": simulated, "host": host, "variant": variant,
@@ -115,4 +115,5 @@ def deployable_result(variant: dict, launch: dict, settings: dict, *, host: str,
                          "simulated": simulated, "backend": backend},
             "single": {"decode_tok_s_median": median, "runs": [{"decode_tok_s": r, "valid": True} for r in rates]},
             "server_startup": startup,
-            "profile": {"hardware": json.loads((REPO / f"profiles/hardware/{hardware}.json").read_text())}}
+            "profile": {"hardware": json.loads(
+                (REPO / f"sparkbench/data/profiles/hardware/{hardware}.json").read_text())}}

@@ -11,16 +11,16 @@ import jsonschema
 import pytest
 import yaml
 
-from sparkbench import bandwidth, plan, result
+from sparkbench import plan, result
 from sparkbench.bandwidth import probe as probe_mod
-from sparkbench.bandwidth import spec as spec_mod
+from sparkbench.bandwidth import probe_container, protocol_block, reading
+from sparkbench.measure.bandwidth import drop_of
 from sparkbench.report.load import load_run
+from vllm_sim import bandwidth as sim_bandwidth
+from vllm_sim import profiles as sim_profiles
+from vllm_sim.knobs import Knobs
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
-from vllm_sim import bandwidth as sim_bandwidth  # noqa: E402
-from vllm_sim import profiles as sim_profiles  # noqa: E402
-from vllm_sim.knobs import Knobs  # noqa: E402
 
 SCHEMA = json.loads((REPO / "schema/result.schema.json").read_text())
 READING_SCHEMA = {**SCHEMA["$defs"]["bandwidth_reading"], "$defs": SCHEMA["$defs"]}
@@ -78,7 +78,7 @@ def test_the_stand_in_reads_the_profile_bandwidth_scaled_by_the_unit_efficiency(
     slow_env = yaml.safe_load((REPO / "inventory/hosts.yml").read_text())[
         "all"]["children"]["sparks"]["children"]["sim_sparks"]["hosts"]["spark-sim03"]["sparkbench_sim_env"]
     normal, slow = sim_reading({}), sim_reading(slow_env)
-    hw = json.loads((REPO / "profiles/hardware/dgx-spark.json").read_text())
+    hw = json.loads((REPO / "sparkbench/data/profiles/hardware/dgx-spark.json").read_text())
     expected = hw["memory_bandwidth_gbps"] * hw["probe"]["stream_read_share"]
     assert normal["gbps"] == pytest.approx(expected, rel=0.02)
     # spark-sim03, the inventory's slow unit, reads lower by its efficiency knob (figures rounded to 0.01 GB/s)
@@ -120,7 +120,7 @@ def test_a_simulated_host_probes_with_the_stand_in_and_the_unit_knobs(tmp_path):
 def test_a_spark_probes_the_gpu_and_a_cpu_host_the_cpu_with_the_copied_program(tmp_path):
     gpu = plan.plan_host(plan_vars(tmp_path, sparkbench_gpu_less=False), "spark01")["probe"]
     assert gpu["kind"] == "cuda" and gpu["method"] == "torch-cuda-stream-read"
-    assert gpu["program"] == {"src": str(spec_mod.PROGRAM), "dest": "/opt/unit-work/bandwidth_probe.py"}
+    assert gpu["program"] == {"src": str(probe_container.PROGRAM), "dest": "/opt/unit-work/bandwidth_probe.py"}
     c = gpu["container"]
     assert c["entrypoint"] == ["python3"]
     assert c["command"] == ["/sparkbench-probe/bandwidth_probe.py", "--device", "cuda", "--buffer-mib", "1024"]
@@ -146,11 +146,11 @@ SPEC = {"kind": "simulated", "method": "simulated", "image": "sparkbench/vllm-si
 def test_the_reading_is_the_last_json_line_of_the_output():
     line = json.dumps({"gbps": 231.1, "method": "simulated", "when": "2026-12-01T10:00:00Z", "simulated": True,
                        "spread": {"min": 229.3, "max": 237.2, "repeats": 10}, "noise": 1})
-    r = bandwidth.reading({"status": 0, "container": {"Output": f"a warning\n{line}\n"}}, SPEC, 1.234)
+    r = reading.reading({"status": 0, "container": {"Output": f"a warning\n{line}\n"}}, SPEC, 1.234)
     assert r["gbps"] == 231.1 and r["spread"]["repeats"] == 10 and "noise" not in r
     assert r["image"] == SPEC["image"] and r["cost_s"] == 1.23 and r["reason"] is None
     jsonschema.validate(r, READING_SCHEMA)
-    assert bandwidth.between(r) and not bandwidth.between({**r, "cost_s": 12.0})
+    assert reading.between(r) and not reading.between({**r, "cost_s": 12.0})
 
 
 @pytest.mark.parametrize("run, says", [
@@ -162,10 +162,10 @@ def test_the_reading_is_the_last_json_line_of_the_output():
      "no positive figure"),
 ])
 def test_a_probe_without_a_figure_says_why(run, says):
-    r = bandwidth.reading(run, SPEC, 0.5)
+    r = reading.reading(run, SPEC, 0.5)
     assert r["gbps"] is None and says in r["reason"] and r["method"] == "simulated"
     jsonschema.validate(r, READING_SCHEMA)
-    assert not bandwidth.between(r)  # a probe that gave nothing is not repeated between variants
+    assert not reading.between(r)  # a probe that gave nothing is not repeated between variants
 
 
 # --------------------------------------------------------------------------- protocol.bandwidth
@@ -176,20 +176,20 @@ def probe_at(gbps: float | None, when: str = "2026-12-01T10:00:00Z") -> dict:
 
 def test_only_a_document_whose_server_served_gets_the_block():
     done = {"status": "complete", "protocol": {"flags": []}}
-    assert bandwidth.with_before(done, probe_at(231.0))["protocol"]["bandwidth"]["after"] is None
+    assert protocol_block.with_before(done, probe_at(231.0))["protocol"]["bandwidth"]["after"] is None
     launch = {"status": "failed", "failure": {"stage": "launch"}}
-    assert bandwidth.with_before(launch, probe_at(231.0)) == launch
+    assert protocol_block.with_before(launch, probe_at(231.0)) == launch
     measure = {"status": "failed", "failure": {"stage": "measure"}}
-    assert bandwidth.with_before(measure, probe_at(231.0))["protocol"]["bandwidth"]["gbps"] == 231.0
-    assert bandwidth.with_before(done, None) == done
+    assert protocol_block.with_before(measure, probe_at(231.0))["protocol"]["bandwidth"]["gbps"] == 231.0
+    assert protocol_block.with_before(done, None) == done
 
 
 def test_a_drop_between_the_probes_marks_the_variant_with_its_cause():
     capped = {"code": "clock_capped", "reason": "graphics clock 640 of 3003 MHz under load"}
-    doc = bandwidth.with_before({"status": "complete", "protocol": {"flags": [capped]}}, probe_at(230.0))
-    held = bandwidth.with_after(doc, probe_at(210.0))  # 91 %: within the probes' noise
+    doc = protocol_block.with_before({"status": "complete", "protocol": {"flags": [capped]}}, probe_at(230.0))
+    held = protocol_block.with_after(doc, probe_at(210.0))  # 91 %: within the probes' noise
     assert held["protocol"]["bandwidth"]["drop"] is None and held["protocol"]["flags"] == [capped]
-    dropped = bandwidth.with_after(doc, probe_at(115.0))
+    dropped = protocol_block.with_after(doc, probe_at(115.0))
     drop = dropped["protocol"]["bandwidth"]["drop"]
     assert drop["share"] == 0.5 and drop["before_gbps"] == 230.0 and drop["after_gbps"] == 115.0
     assert drop["cause"] == "clock_capped: graphics clock 640 of 3003 MHz under load"
@@ -197,19 +197,19 @@ def test_a_drop_between_the_probes_marks_the_variant_with_its_cause():
     assert flag["code"] == "bandwidth_drop" and "fell from 230 to 115 GB/s (50 %" in flag["reason"]
     assert "cause: clock_capped" in flag["reason"]
     # a second probe after replaces the mark, never stacks it
-    again = bandwidth.with_after(dropped, probe_at(120.0))
+    again = protocol_block.with_after(dropped, probe_at(120.0))
     assert [f["code"] for f in again["protocol"]["flags"]] == ["clock_capped", "bandwidth_drop"]
 
 
 def test_a_drop_without_a_named_cause_says_so_and_a_missing_figure_is_no_drop():
-    doc = bandwidth.with_before({"status": "complete", "protocol": {"flags": []}}, probe_at(230.0))
-    text = bandwidth.with_after(doc, probe_at(150.0))["protocol"]["bandwidth"]["drop"]["text"]
+    doc = protocol_block.with_before({"status": "complete", "protocol": {"flags": []}}, probe_at(230.0))
+    text = protocol_block.with_after(doc, probe_at(150.0))["protocol"]["bandwidth"]["drop"]["text"]
     assert text.endswith("no telemetry of this run names a cause")
     hot = {**doc, "telemetry": {"phases": {"single": {"temperature_c": {"max": 91.0}}}}}
-    assert bandwidth.with_after(hot, probe_at(150.0))["protocol"]["bandwidth"]["drop"]["cause"] == "temperature 91 °C"
-    assert bandwidth.with_after(doc, probe_at(None))["protocol"]["bandwidth"]["drop"] is None
-    assert bandwidth.drop_of({"gbps": None}, {"gbps": 100.0}) is None
-    assert bandwidth.drop_of({"gbps": 100.0}, {"gbps": 89.9}) == pytest.approx(0.899)
+    assert protocol_block.with_after(hot, probe_at(150.0))["protocol"]["bandwidth"]["drop"]["cause"] == "temperature 91 °C"
+    assert protocol_block.with_after(doc, probe_at(None))["protocol"]["bandwidth"]["drop"] is None
+    assert drop_of({"gbps": None}, {"gbps": 100.0}) is None
+    assert drop_of({"gbps": 100.0}, {"gbps": 89.9}) == pytest.approx(0.899)
 
 
 def test_a_drop_within_the_probes_own_scatter_is_no_drop():
@@ -218,8 +218,8 @@ def test_a_drop_within_the_probes_own_scatter_is_no_drop():
     before = {"gbps": 12.5, "spread": {"min": 3.8, "max": 14.0, "p25": 9.0, "p75": 13.0, "repeats": 10}}
     noisy = {"gbps": 9.5, "spread": {"min": 3.0, "max": 12.8, "p25": 7.3, "p75": 12.3, "repeats": 10}}
     apart = {"gbps": 8.0, "spread": {"min": 7.5, "max": 8.6, "p25": 7.8, "p75": 8.2, "repeats": 10}}
-    assert bandwidth.drop_of(before, noisy) is None
-    assert bandwidth.drop_of(before, apart) == pytest.approx(0.64)
+    assert drop_of(before, noisy) is None
+    assert drop_of(before, apart) == pytest.approx(0.64)
 
 
 def measured_stdout() -> str:

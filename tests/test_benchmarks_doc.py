@@ -1,15 +1,14 @@
-"""BENCHMARKS.md is what its writer renders: bench/run_all.py's assembly of bench/results/.
+"""BENCHMARKS.md is what its writer renders: perf/run_all.py's assembly of perf/results/.
 
 BENCHMARKS.md is a short reference (issue 43): per benchmark its title, today's figure, the
-machine, the load, how to reproduce it and a link to its full write-up `bench/results/<name>.md`.
-`make bench` rewrites it whole from the summary block at the top of each results file, so the
+machine, the load, how to reproduce it and a link to its full write-up `perf/results/<name>.md`.
+`make perf` rewrites it whole from the summary block at the top of each results file, so the
 checked-in page must be exactly what the assembly renders from the checked-in results (else a later
-`make bench` would undo a hand edit). Nothing here runs a benchmark or a process: the assembly only
+`make perf` would undo a hand edit). Nothing here runs a benchmark or a process: the assembly only
 reads files.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,23 +17,18 @@ from helpers import REPO
 
 pytestmark = pytest.mark.unit
 
-BENCH = REPO / "bench"
-sys.path.insert(0, str(BENCH))
-
-import run_all  # noqa: E402
-
-import common  # noqa: E402
+from perf import common, run_all
 
 BENCHMARKS = REPO / "BENCHMARKS.md"
-HISTORY = BENCH / "HISTORY.md"
+HISTORY = REPO / "perf" / "HISTORY.md"
 
 
 def test_benchmarks_md_is_what_run_all_renders():
     rendered = run_all.render()
     assert BENCHMARKS.read_text(encoding="utf-8") == rendered, (
-        "BENCHMARKS.md differs from what bench/run_all.py assembles from bench/results/: edit the summary "
-        "block of bench/results/<name>.md (or the benchmark that writes it), then run "
-        "`.venv/bin/python bench/run_all.py --render-only`")
+        "BENCHMARKS.md differs from what perf/run_all.py assembles from perf/results/: edit the summary "
+        "block of perf/results/<name>.md (or the benchmark that writes it), then run "
+        "`.venv/bin/python -m perf.run_all --render-only`")
 
 
 def test_the_page_is_short_and_has_a_section_per_benchmark():
@@ -47,7 +41,7 @@ def test_the_page_is_short_and_has_a_section_per_benchmark():
         section = text.split(heading, 1)[1].split("\n## ", 1)[0]
         for part in ("**Figure.**", "**Machine.**", "**Load.**", "**Reproduce.**"):
             assert part in section, f"{heading}: no {part}"
-        assert f"[bench/results/{key}.md](bench/results/{key}.md)" in section, f"{heading}: no link to its file"
+        assert f"[perf/results/{key}.md](perf/results/{key}.md)" in section, f"{heading}: no link to its file"
         assert f"| {number} | [{run_all.TITLES[key]}](#{run_all.anchor(heading[3:])}) |" in text, \
             f"{heading}: no row in the table"
 
@@ -56,8 +50,8 @@ def test_every_results_file_carries_a_summary_block():
     for key, _number in run_all.entries():
         text = run_all.section_path(key).read_text(encoding="utf-8")
         summary = common.read_summary(text)
-        assert summary is not None, f"bench/results/{key}.md has no summary block"
-        assert set(common.SUMMARY_KEYS) <= set(summary), f"bench/results/{key}.md: {sorted(summary)}"
+        assert summary is not None, f"perf/results/{key}.md has no summary block"
+        assert set(common.SUMMARY_KEYS) <= set(summary), f"perf/results/{key}.md: {sorted(summary)}"
 
 
 def test_the_run_log_lives_in_history_not_in_the_results():
@@ -65,13 +59,13 @@ def test_the_run_log_lives_in_history_not_in_the_results():
     history = HISTORY.read_text(encoding="utf-8")
     assert "| fresh clone c1," not in table12 and "| fresh clone r2 " not in table12
     for run in ("| fresh clone r2 ", "| fresh clone c1,", "| fresh clone c53 "):
-        assert run in history, f"bench/HISTORY.md lost the row {run!r}"
+        assert run in history, f"perf/HISTORY.md lost the row {run!r}"
 
 
 def test_a_section_written_by_a_benchmark_is_read_back(tmp_path: Path):
     sec = common.Section("capacity", "Client capacity", "**How:** BODY", True,
                          figure="10,000 chunks/s followed within +0.025 % at 1 token a chunk. " * 3,
-                         load="`bench/sse_emitter.py` replays chunks.", today="10,000 chunks/s: met")
+                         load="`perf/sse_emitter.py` replays chunks.", today="10,000 chunks/s: met")
     res = tmp_path / "results"
     res.mkdir()
     (res / "capacity.md").write_text(
@@ -85,5 +79,5 @@ def test_a_section_written_by_a_benchmark_is_read_back(tmp_path: Path):
     assert " ".join(section.split()).count("followed within +0.025 % at 1 token a chunk.") == 3
     assert "**Today.**" not in section
     # a missing file says how to make it
-    assert "_Not measured yet: run `make bench` or `bench/run_all.py --only orchestration`._" in text
+    assert "_Not measured yet: run `make perf` or `python -m perf.run_all --only orchestration`._" in text
     assert max(len(line) for line in common.bullet("Figure", sec.figure).splitlines()) <= 100

@@ -23,7 +23,7 @@ from sparkbench.errors import InputError
 
 from helpers import REPO
 
-ISSUES = yaml.safe_load((REPO / "roles/vllm_server/files/known_issues.yml").read_text())
+ISSUES = yaml.safe_load((REPO / "sparkbench/data/known_issues.yml").read_text())
 IMAGE = "sparkbench/vllm-sim-ray:v0.25.0"
 
 STATUS_2X = """\

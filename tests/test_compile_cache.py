@@ -14,18 +14,14 @@ Unit layer: the log reader on vLLM 0.32's own lines.
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import pytest
 
+from perf import compile_cache as cc
 from sparkbench import launch
 
 from conftest import REAL_VLLM_READY_TIMEOUT_S, free_port, health_ok, real_vllm_argv
-from helpers import REPO
-
-sys.path.insert(0, str(REPO / "bench"))
-import compile_cache as cc  # noqa: E402
 
 PORT = 8252
 CONTAINER = "cc-bench-test-vllm"

@@ -1,7 +1,7 @@
 """The controller's own documents as models (sparkbench.documents.health, .deployment): the health
 document (results/<run>/health.json) and the deployment record (.deployments/<host>/). Each model
 accepts what the current code writes (built by the real functions: health.judge + health.write,
-serve.record.record + record.write), a document written before ``schema_version`` loads as version
+serve.deployment_records.record + deployment_records.write), a document written before ``schema_version`` loads as version
 1, a wrong key or type is refused naming its path, and every reader names a bad file and its field
 (a missing file stays what it was: no verdicts, no record)."""
 from __future__ import annotations
@@ -16,17 +16,16 @@ from test_health import OLD_DRIVER, canary, fleet
 from test_serve_units import doc as source_doc
 from test_serve_units import labelled
 
-from sparkbench import health, history
+from sparkbench import health, history, residents
 from sparkbench.documents import DeploymentRecord, DocumentError, HealthDocument, load_deployment, load_health
 from sparkbench.documents import deployment as deployment_model
 from sparkbench.documents import health as health_model
 from sparkbench.errors import InputError
-from sparkbench.memory import residents as memory_residents
+from sparkbench.memory import resident_rows
 from sparkbench.runner import cli
 from sparkbench.runner.playbooks import _health_outcome
 from sparkbench.serve import canary as canary_mod
-from sparkbench.serve import health as serve_health
-from sparkbench.serve import record, source, spec
+from sparkbench.serve import deploy_plan, deployment_records, health_canary, source
 
 pytestmark = pytest.mark.unit
 
@@ -175,15 +174,15 @@ def full_deployment(tmp_path: Path, variant: str = "v1", previous: str | None = 
     src = tmp_path / "R" / "h1" / f"{variant}.json"
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_text(json.dumps(source_doc()))
-    s = spec.settings({})
-    dep = spec.deployment(source.source(source_doc(), str(src), "R"), s, "h1")
-    dep.update(variant=variant, names=spec.names(s, variant))
+    s = deploy_plan.settings({})
+    dep = deploy_plan.deployment(source.source(source_doc(), str(src), "R"), s, "h1")
+    dep.update(variant=variant, names=deploy_plan.names(s, variant))
     containers = []
     if previous:
         containers = [{**labelled(previous), "Labels": {
             "sparkbench.resident": previous, "sparkbench.role": "resident", "sparkbench.port": "8080",
             "sparkbench.run": "R0", "sparkbench.config_hash": "c" * 64}}]
-    return spec.on_unit(dep, s, "/home/u", record.residents(containers), "MemAvailable: 125829120 kB\n",
+    return deploy_plan.on_unit(dep, s, "/home/u", residents.residents(containers), "MemAvailable: 125829120 kB\n",
                         "sha256:aa")
 
 
@@ -198,40 +197,40 @@ def judged_canary() -> dict:
 def records(tmp_path: Path) -> dict[str, DeploymentRecord]:
     """Every state a record is written in, from the real functions."""
     dep = full_deployment(tmp_path)
-    deployed = record.record(dep, "deployed", "2026-12-01T00:00:00Z", canary=judged_canary())
-    failed = record.record(dep, "failed", "2026-12-02T00:00:00Z", canary=judged_canary(),
+    deployed = deployment_records.record(dep, "deployed", "2026-12-01T00:00:00Z", canary=judged_canary())
+    failed = deployment_records.record(dep, "failed", "2026-12-02T00:00:00Z", canary=judged_canary(),
                            failure={"stage": "canary", "reason": "slow", "log_excerpt": "x" * 5000},
-                           left=record.left_behind(dep, "canary", True, False))
-    lost = record.record(full_deployment(tmp_path, previous=None), "failed", "2026-12-02T00:00:00Z",
+                           left=deployment_records.left_behind(dep, "canary", True, False))
+    lost = deployment_records.record(full_deployment(tmp_path, previous=None), "failed", "2026-12-02T00:00:00Z",
                          failure={"stage": "unreachable", "reason": "gone"}, left="the unit stopped answering")
     # a unit that never answered: the deployment as planned (no placement, no health argv)
-    planned = spec.deployment(source.source(source_doc(), "p", "R"), spec.settings({}), "h1")
-    unreachable = record.record(planned, "failed", "2026-12-03T00:00:00Z", failure={"stage": "unreachable"})
+    planned = deploy_plan.deployment(source.source(source_doc(), "p", "R"), deploy_plan.settings({}), "h1")
+    unreachable = deployment_records.record(planned, "failed", "2026-12-03T00:00:00Z", failure={"stage": "unreachable"})
     return {"deployed": deployed, "failed": failed, "lost": lost, "unreachable": unreachable,
-            "undeployed": record.undeployed(deployed, "2026-12-04T00:00:00Z")}
+            "undeployed": deployment_records.undeployed(deployed, "2026-12-04T00:00:00Z")}
 
 
 def test_the_record_model_accepts_every_record_serve_writes(tmp_path):
     recs = records(tmp_path)
     assert recs["deployed"].schema_version == "1" and recs["deployed"].canary.passed
     assert recs["deployed"].previous.port == "8080"  # the label's text
-    assert recs["failed"].failure.remedy == record.REMEDY["canary"] and len(recs["failed"].failure.log_excerpt) == 4000
+    assert recs["failed"].failure.remedy == deployment_records.REMEDY["canary"] and len(recs["failed"].failure.log_excerpt) == 4000
     assert recs["unreachable"].placement is None and recs["unreachable"].health_argv is None
     assert recs["undeployed"].deployed_at == "2026-12-01T00:00:00Z"
     for name, rec in recs.items():
-        paths = record.write(tmp_path / "results", rec)
+        paths = deployment_records.write(tmp_path / "results", rec)
         for path in paths.values():
             raw = json.loads(Path(path).read_text())
-            assert raw["schema_version"] == "1" and raw["kind"] == record.KIND
+            assert raw["schema_version"] == "1" and raw["kind"] == deployment_records.KIND
             assert load_deployment(path).document() == raw == rec.document(), name
     # the deployed v1 took v0's port: v0's current record says replaced
     v0 = full_deployment(tmp_path, "v0", previous=None)
     results = tmp_path / "results2"
-    record.write(results, record.record(v0, "deployed", "2026-11-01T00:00:00Z", canary=judged_canary()))
-    record.write(results, recs["deployed"])
-    replaced = record.load(record.controller_dir(results, "h1") / "v0.json")
+    deployment_records.write(results, deployment_records.record(v0, "deployed", "2026-11-01T00:00:00Z", canary=judged_canary()))
+    deployment_records.write(results, recs["deployed"])
+    replaced = residents.load(residents.controller_dir(results, "h1") / "v0.json")
     assert replaced.state == "replaced" and replaced.replaced_by == "v1" and replaced.when == recs["deployed"].when
-    assert [r.variant for r in record.deployed(results, "h1")] == ["v1"]
+    assert [r.variant for r in residents.deployed(results, "h1")] == ["v1"]
 
 
 def test_a_record_written_before_schema_version_loads_as_version_1(tmp_path):
@@ -239,17 +238,17 @@ def test_a_record_written_before_schema_version_loads_as_version_1(tmp_path):
     del raw["schema_version"]
     # the first records had no health_settings or health_remote_dir
     del raw["health_settings"], raw["health_remote_dir"]
-    path = record.controller_dir(tmp_path, "h1") / "v1.json"
+    path = residents.controller_dir(tmp_path, "h1") / "v1.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(raw))
-    rec = record.load(path)
+    rec = residents.load(path)
     assert rec.schema_version == "1" and rec.health_settings is None and "schema_version" not in rec.model_fields_set
-    assert record.deployed(tmp_path, "h1") == [rec]
+    assert residents.deployed(tmp_path, "h1") == [rec]
     # rewritten (undeployed, replaced), it says its version
-    assert record.undeployed(rec, "2026-12-05T00:00:00Z").document()["schema_version"] == "1"
+    assert deployment_records.undeployed(rec, "2026-12-05T00:00:00Z").document()["schema_version"] == "1"
     # health.yml refuses to measure it against its deployment, naming the fix
     with pytest.raises(InputError, match="no health_settings, health_remote_dir .*deploy it again"):
-        serve_health.canary(record.residents([labelled("v1")]), [rec], tmp_path, "H", "h1")
+        health_canary.canary(residents.residents([labelled("v1")]), [rec], tmp_path, "H", "h1")
 
 
 @pytest.mark.parametrize("edit, path, reason", [
@@ -278,33 +277,33 @@ def test_a_wrong_key_or_type_in_a_record_is_refused_by_its_path(tmp_path, edit, 
 def test_record_refuses_a_deployment_its_model_refuses():
     dep = {"host": "h1", "variant": "v1", "port": "8080", "names": {"resident": "r"}, "source": {"run": "R"}}
     with pytest.raises(DocumentError, match=r"port: Input should be a valid integer \(got '8080'\)"):
-        record.record(dep, "deployed", "2026-12-01T00:00:00Z")
+        deployment_records.record(dep, "deployed", "2026-12-01T00:00:00Z")
 
 
 def test_the_record_readers_name_a_bad_file_and_keep_a_missing_one_as_it_was(tmp_path):
-    base = record.controller_dir(tmp_path, "h1")
-    assert record.load(base / "v1.json") is None and record.deployed(tmp_path, "h1") == []
-    record.write(tmp_path, records(tmp_path)["deployed"])
-    assert [r.variant for r in record.deployed(tmp_path, "h1")] == ["v1"]
+    base = residents.controller_dir(tmp_path, "h1")
+    assert residents.load(base / "v1.json") is None and residents.deployed(tmp_path, "h1") == []
+    deployment_records.write(tmp_path, records(tmp_path)["deployed"])
+    assert [r.variant for r in residents.deployed(tmp_path, "h1")] == ["v1"]
     (base / "v2.json").write_text("{not json")
     with pytest.raises(DocumentError, match=rf"{base / 'v2.json'}: not JSON"):
-        record.deployed(tmp_path, "h1")
-    (base / "v2.json").write_text(json.dumps({"kind": record.KIND, "state": "deployed"}))
+        residents.deployed(tmp_path, "h1")
+    (base / "v2.json").write_text(json.dumps({"kind": deployment_records.KIND, "state": "deployed"}))
     with pytest.raises(DocumentError, match=rf"{base / 'v2.json'}: deployment record does not match its model: "
                                             r"host: required key missing"):
-        record.deployed(tmp_path, "h1")
+        residents.deployed(tmp_path, "h1")
     # the memory plan's residents come from the same records: the bad one is named there too
     with pytest.raises(DocumentError, match="v2.json: deployment record does not match"):
-        memory_residents.present(tmp_path, "h1")
+        resident_rows.present(tmp_path, "h1")
     # a record carried as a fact is read through the model as well
     with pytest.raises(DocumentError, match="deployment record does not match its model: state"):
-        record.as_record({**records(tmp_path)["deployed"].document(), "state": None})
+        deployment_records.as_record({**records(tmp_path)["deployed"].document(), "state": None})
 
 
 def test_the_record_model_names_what_serve_record_writes():
-    assert deployment_model.KIND == record.KIND and deployment_model.SCHEMA_VERSION == record.SCHEMA_VERSION
-    assert get_args(deployment_model.State) == record.STATES
-    assert set(get_args(deployment_model.FailedStage)) == set(record.REMEDY)
+    assert deployment_model.KIND == deployment_records.KIND and deployment_model.SCHEMA_VERSION == deployment_records.SCHEMA_VERSION
+    assert get_args(deployment_model.State) == deployment_records.STATES
+    assert set(get_args(deployment_model.FailedStage)) == set(deployment_records.REMEDY)
 
 
 # --------------------------------------------------------------------------- imported on first use
@@ -314,7 +313,7 @@ REPO = PACKAGE.parent
 
 def _plugins_imports() -> set[str]:
     """What Ansible's workers import: every action and filter plugin's sparkbench modules (the health
-    and record modules among them: sparkbench_health, sparkbench_serve, sparkbench_plan)."""
+    and record modules among them: sparkbench_health, sparkbench_serve_*, sparkbench_plan*)."""
     out = set()
     for path in [*(REPO / "action_plugins").glob("*.py"), *(REPO / "filter_plugins").glob("*.py")]:
         for node in ast.parse(path.read_text()).body:
@@ -363,8 +362,8 @@ def test_the_plugins_modules_import_the_models_only_where_a_document_is_read_or_
         if module not in seen:
             seen.add(module)
             todo += sorted(_top_imports(module) - seen)
-    for module in ("sparkbench.serve.record", "sparkbench.serve.health", "sparkbench.health", "sparkbench.history",
-                   "sparkbench.memory.residents", "sparkbench.ansible_action", "sparkbench.measure.figures"):
+    for module in ("sparkbench.serve.deployment_records", "sparkbench.serve.health_canary", "sparkbench.health", "sparkbench.history",
+                   "sparkbench.memory.resident_rows", "sparkbench.ansible_action", "sparkbench.measure.figures"):
         assert module in seen, module  # the walk follows the plugins' imports
     bad = sorted(m for m in seen if m.startswith(("sparkbench.documents", "pydantic")))
     assert not bad, f"imported when the plugins load: {bad}"

@@ -1,4 +1,4 @@
-"""make demo's plan and output (scripts/demo/): the steps are numbered k/N with one fixed N, each
+"""make demo's plan and output (sparkbench/demo/): the steps are numbered k/N with one fixed N, each
 says what it shows, what it shortened and how long it takes; the plan printed up front adds the
 first build of an image a step needs; progress lines come from the facts the playbooks set
 (bench_plan, bench_stage), never from task names; a step run beside others prints in its turn;
@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import io
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from sparkbench.demo import console, pieces, plan, show
+from sparkbench.demo.play import StageLines
+from sparkbench.runner.progress import Progress
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
-
-from demo import console, pieces, plan, show  # noqa: E402
-from demo.play import StageLines  # noqa: E402
-
-from sparkbench.runner.progress import Progress  # noqa: E402
 
 pytestmark = pytest.mark.unit
 

@@ -201,7 +201,7 @@ def test_the_readme_is_short_and_links_the_reference_pages():
 @pytest.mark.unit
 def test_benchmarks_is_a_short_reference():
     n = len(BENCHMARKS.read_text(encoding="utf-8").splitlines())
-    assert n <= 300, f"BENCHMARKS.md has {n} lines; at most 300 (run-by-run history goes to bench/HISTORY.md)"
+    assert n <= 300, f"BENCHMARKS.md has {n} lines; at most 300 (run-by-run history goes to perf/HISTORY.md)"
 
 
 @pytest.mark.unit

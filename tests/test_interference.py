@@ -1,5 +1,5 @@
 """Interference (sparkbench.interference) and the simulated unit's wiring (sparkbench.launch, plan,
-serve.spec): pure functions over dicts and files, no Ansible, no container. The playbook run is in
+serve.deploy_plan): pure functions over dicts and files, no Ansible, no container. The playbook run is in
 tests/test_serve_sim.py (a resident, then bench.yml with bench_interference on)."""
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from test_result_documents import inventory_vars
 
-from sparkbench import interference, plan, result, unit_home
+from sparkbench import plan, residents, result, unit_home
 from sparkbench.errors import InputError
+from sparkbench.interference import coresidence, variable
 from sparkbench.launch import config_hash, launch_spec, with_unit_home
 from sparkbench.report.sections import coresidence as coresidence_section
-from sparkbench.serve import record, spec
+from sparkbench.serve import deploy_plan
 
 pytestmark = pytest.mark.unit
 
@@ -58,13 +59,13 @@ def test_the_plan_names_the_account_and_the_tenants_it_declares(tmp_path):
 
 def test_a_simulated_units_placement_follows_its_memory_plan():
     fits = {"fits": True, "used_gb": 110.4, "total_gb": 128.0}
-    place = spec.placement({"source": {"simulated": True}}, {"name": "r"}, "", "auto", fits)
+    place = deploy_plan.placement({"source": {"simulated": True}}, {"name": "r"}, "", "auto", fits)
     assert place["mode"] == "beside" and "holds the candidate beside the previous resident (110.4 of 128 GB)" in place["reason"]
-    over = spec.placement({"source": {"simulated": True}}, {"name": "r"}, "", "auto", {**fits, "fits": False, "used_gb": 225.6})
+    over = deploy_plan.placement({"source": {"simulated": True}}, {"name": "r"}, "", "auto", {**fits, "fits": False, "used_gb": 225.6})
     assert over["mode"] == "replace" and "cannot hold" in over["reason"]
     # Without a previous resident, or forced, the plan does not decide.
-    assert spec.placement({"source": {"simulated": True}}, None, "", "auto", fits)["mode"] == "fresh"
-    assert spec.placement({"source": {"simulated": True}}, {"name": "r"}, "", "false", fits)["mode"] == "replace"
+    assert deploy_plan.placement({"source": {"simulated": True}}, None, "", "auto", fits)["mode"] == "fresh"
+    assert deploy_plan.placement({"source": {"simulated": True}}, {"name": "r"}, "", "false", fits)["mode"] == "replace"
 
 
 @pytest.mark.parametrize("value, words", [
@@ -78,17 +79,17 @@ def test_a_simulated_units_placement_follows_its_memory_plan():
 ])
 def test_interference_settings_name_the_field_and_the_fix(value, words):
     if words is None:
-        assert interference.settings(value, {"runs": 5}) is None
+        assert variable.settings(value, {"runs": 5}) is None
         return
     with pytest.raises(InputError) as err:
-        interference.settings(value, {"runs": 5})
+        variable.settings(value, {"runs": 5})
     assert words in str(err.value)
 
 
 def test_interference_settings_defaults():
-    assert interference.settings({"load_rps": 1}, {"runs": 8, "output_tokens": 64}) == {
+    assert variable.settings({"load_rps": 1}, {"runs": 8, "output_tokens": 64}) == {
         "load_rps": 1.0, "runs": 8, "load_output_tokens": 64}
-    assert interference.settings({"load_rps": 0.5}, {"runs": 3})["runs"] == 5
+    assert variable.settings({"load_rps": 0.5}, {"runs": 3})["runs"] == 5
 
 
 def resident_world(tmp: Path) -> tuple[dict, list[dict]]:
@@ -140,7 +141,7 @@ def test_the_coresidence_block_has_verdicts_in_the_trust_words_and_the_loads_rec
            "single": {"runs": [{"decode_tok_s": x, "valid": True} for x in (76.0, 76.2, 75.9, 76.1, 76.3)]}}
     load_doc = {"status": "incomplete", "rates": [{"requests": 12, "completed": 11, "achieved_rate": 0.98,
                                                    "output_tok_s": 240.0, "stopped": "interrupted by SIGTERM"}]}
-    block = interference.coresidence(doc, e["interference"], measured([76.1, 76.0, 76.2, 75.9, 76.1]),
+    block = coresidence.coresidence(doc, e["interference"], measured([76.1, 76.0, 76.2, 75.9, 76.1]),
                                      measured([47.0, 47.5, 46.8, 47.2, 47.1]), [json.dumps(load_doc)])
     alone, idle, load = block["conditions"]
     assert [c["condition"] for c in block["conditions"]] == ["alone", "idle", "load"]
@@ -151,7 +152,7 @@ def test_the_coresidence_block_has_verdicts_in_the_trust_words_and_the_loads_rec
     assert load["label"] == "under sparkbench-resident-nvidia-mtp3's 1 req/s load"
     assert block["load"][0]["requests"] == 12 and block["load"][0]["stopped"] == "interrupted by SIGTERM"
     # A step that failed: no figures, the reason; the load wrote nothing.
-    failed = interference.coresidence(doc, e["interference"], measured([76.0] * 5), {}, [""], "measure exited 2")
+    failed = coresidence.coresidence(doc, e["interference"], measured([76.0] * 5), {}, [""], "measure exited 2")
     assert failed["conditions"][2]["error"] == "not measured: measure exited 2" and failed["conditions"][2]["text"] is None
     assert failed["load"][0]["error"] == "the load wrote no document"
 
@@ -194,7 +195,7 @@ def test_a_simulated_units_residents_are_those_that_mount_its_account():
     def c(name, source):
         return {"Names": [f"/{name}"], "State": "running", "Labels": {"sparkbench.resident": "v", "sparkbench.port": "1"},
                 "Mounts": [{"Source": source, "Destination": "/run/sparkbench-unit"}]}
-    found = record.residents([c("mine", "/u/a"), c("theirs", "/u/b")])
+    found = residents.residents([c("mine", "/u/a"), c("theirs", "/u/b")])
     assert [r["unit_dir"] for r in found] == ["/u/a", "/u/b"]
-    assert [r["name"] for r in record.on_unit(found, "/u/a")] == ["mine"]
-    assert len(record.on_unit(found, "")) == 2 and len(record.on_unit(found, "<unit home>/u/a")) == 2
+    assert [r["name"] for r in residents.on_unit(found, "/u/a")] == ["mine"]
+    assert len(residents.on_unit(found, "")) == 2 and len(residents.on_unit(found, "<unit home>/u/a")) == 2

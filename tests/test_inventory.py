@@ -35,7 +35,7 @@ def test_fleet_groups_hosts_and_simulator_settings():
     # spark-sim03: ~8 % slower and another driver; its siblings use the defaults.
     assert 0.85 <= float(hv["spark-sim03"]["sparkbench_sim_env"]["VLLM_SIM_EFFICIENCY"]) <= 0.95
     driver = hv["spark-sim03"]["sparkbench_sim_env"]["VLLM_SIM_DRIVER_VERSION"]
-    hw = json.loads((REPO / "profiles/hardware/dgx-spark.json").read_text())
+    hw = json.loads((REPO / "sparkbench/data/profiles/hardware/dgx-spark.json").read_text())
     assert driver != hw["default_driver_version"]
     assert hv["spark-sim01"]["sparkbench_sim_env"] == {}
     # Short simulated load for the demo (a few seconds).
@@ -48,7 +48,7 @@ def test_fleet_groups_hosts_and_simulator_settings():
 def test_group_vars_hold_the_seed_matrix_and_settings():
     matrix = yaml.safe_load((REPO / "inventory/group_vars/all/matrix.yml").read_text())
     bench = yaml.safe_load((REPO / "inventory/group_vars/all/bench.yml").read_text())
-    profiles = {m: json.loads((REPO / "profiles/models" / (m.replace("/", "__") + ".json")).read_text())
+    profiles = {m: json.loads((REPO / "sparkbench/data/profiles/models" / (m.replace("/", "__") + ".json")).read_text())
                 for m in (b["model"] for b in matrix["bench_builds"])}
     variants = vm.variant_matrix(matrix["bench_builds"], matrix["bench_configs"], common_args=matrix["bench_common_args"],
                                  image=matrix["bench_image"], profiles=profiles)

@@ -17,10 +17,10 @@ from helpers import REPO
 
 pytestmark = pytest.mark.unit
 
-ISSUES = yaml.safe_load((REPO / "roles/vllm_server/files/known_issues.yml").read_text())
-HW = json.loads((REPO / "profiles/hardware/dgx-spark.json").read_text())
-NV_MODEL = json.loads((REPO / "profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
-UN_MODEL = json.loads((REPO / "profiles/models/unsloth__Qwen3.6-35B-A3B-NVFP4.json").read_text())
+ISSUES = yaml.safe_load((REPO / "sparkbench/data/known_issues.yml").read_text())
+HW = json.loads((REPO / "sparkbench/data/profiles/hardware/dgx-spark.json").read_text())
+NV_MODEL = json.loads((REPO / "sparkbench/data/profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
+UN_MODEL = json.loads((REPO / "sparkbench/data/profiles/models/unsloth__Qwen3.6-35B-A3B-NVFP4.json").read_text())
 INV = yaml.safe_load((REPO / "inventory/group_vars/all/matrix.yml").read_text())
 
 

@@ -150,15 +150,11 @@ def test_phases_are_registered_in_run_order() -> None:
 
 @pytest.mark.unit
 @pytest.mark.unit
-def test_bench_modules_import() -> None:
-    """bench/*.py import measure's internals: every module imports, and what they read is there."""
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        for path in sorted((REPO / "bench").glob("*.py")):
-            importlib.import_module(path.stem)
-        assert importlib.import_module("verdict_accuracy").runs_default() == 5
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+def test_perf_modules_import() -> None:
+    """perf/*.py import measure's internals: every module imports, and what they read is there."""
+    for path in sorted((REPO / "perf").glob("*.py")):
+        importlib.import_module(f"perf.{path.stem}")
+    assert importlib.import_module("perf.verdict_accuracy").runs_default() == 5
 
 
 @pytest.mark.unit
@@ -171,8 +167,8 @@ def test_zipapp_is_reproducible_and_holds_the_package(tmp_path: Path) -> None:
     names = zipfile.ZipFile(a).namelist()
     assert names[0] == "__main__.py" and "measure/phases/single.py" in names
     # The data files measure reads sit at the root, byte for byte the checkout's.
-    assert zipfile.ZipFile(a).read("quality.json") == (REPO / "profiles" / "quality.json").read_bytes()
-    assert zipfile.ZipFile(a).read("tools.json") == (REPO / "profiles" / "tools.json").read_bytes()
+    assert zipfile.ZipFile(a).read("quality.json") == (REPO / "sparkbench/data/prompts/quality.json").read_bytes()
+    assert zipfile.ZipFile(a).read("tools.json") == (REPO / "sparkbench/data/prompts/tools.json").read_bytes()
     assert not [n for n in names if "__pycache__" in n or not n.endswith(".py") and n not in ("quality.json", "tools.json")]
     assert measure_bundle.on_unit("/tmp/w") == "/tmp/w/measure.pyz"
     assert measure_bundle.on_unit("/tmp/w", "tools.json") == "/tmp/w/measure.pyz/tools.json"
@@ -182,11 +178,11 @@ def test_zipapp_is_reproducible_and_holds_the_package(tmp_path: Path) -> None:
 def test_a_data_file_inside_measure_pyz_reads_like_a_file_and_a_missing_one_names_the_option(tmp_path: Path) -> None:
     arc = measure_bundle.build(tmp_path / "measure.pyz")
     assert profiles.read_json(str(arc / "tools.json"), "--tools-file") == json.loads(
-        (REPO / "profiles" / "tools.json").read_text(encoding="utf-8"))
+        (REPO / "sparkbench/data/prompts/tools.json").read_text(encoding="utf-8"))
     with pytest.raises(ValueError, match=r"--quality-file: .*measure.pyz/nope.json does not exist"):
         profiles.read_json(str(arc / "nope.json"), "--quality-file")
     # Run from the checkout (not from an archive), the default is the checkout's own file.
-    assert profiles.data_file("quality.json") == str(REPO / "profiles" / "quality.json")
+    assert profiles.data_file("quality.json") == str(REPO / "sparkbench/data/prompts/quality.json")
 
 
 @pytest.mark.ansible
@@ -229,7 +225,7 @@ def test_copies_outside_the_repository_measure_the_simulator(sim_factory, tmp_pa
     # A file left beside measure.pyz by an older copy: the archive's own is read, not this one.
     (unit / "quality.json").write_text(json.dumps({"questions": [{"id": "stale", "prompt": "old"}]}))
     for name in ("quality.json", "tools.json"):
-        shutil.copy(REPO / "profiles" / name, package_copy / name)
+        shutil.copy(REPO / "sparkbench/data/prompts" / name, package_copy / name)
     shutil.copytree(PACKAGE, package_copy / "measure", ignore=shutil.ignore_patterns("__pycache__"))
     common = ["--base-url", sim.base_url, "--runs", "2", "--warmup", "0", "--output-tokens", "16",
               "--concurrency", "none", "--telemetry", "off", "--kernel-log", "off", "--quality", "--out", "-"]

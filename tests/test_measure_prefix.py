@@ -90,7 +90,7 @@ def test_prefix_and_multi_turn_with_caching_on_and_off(sim_factory, tmp_path: Pa
     assert [p["prompt_tokens"] for p in pre["per_request"]] == [r["prompt_tokens"] for r in pre_rows]
     # TTFT by causality: the client sends before the server's arrival and reads the first token after
     # the server sent it (how late it reads follows the machine's load: r19 read 45 ms late at the
-    # median, at load 10, beside a 56 ms server TTFT; that is left to make bench)
+    # median, at load 10, beside a 56 ms server TTFT; that is left to make perf)
     server_ttft = [r["first_token"] - r["arrival"] for r in pre_rows]
     for p, t in zip(pre["per_request"], server_ttft):
         assert p["ttft_s"] >= t - 0.002, (p["ttft_s"], t)

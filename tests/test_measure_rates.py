@@ -72,7 +72,7 @@ def test_schedule_follows_rate_and_matches_simulator_stamps(sim_factory, tmp_pat
         # the schedule: vLLM's normalisation puts the last send at exactly n / rate
         assert max(p["scheduled_s"] for p in e["per_request"]) == pytest.approx(n / e["rate"], abs=1e-9)
         # How late a loaded machine sends, and how late the server sees it, is BENCHMARKS.md's
-        # (bench/serving.py), not a test's: the checks here are the seeded schedule and causality
+        # (perf/serving.py), not a test's: the checks here are the seeded schedule and causality
         # (nothing is sent before its time, seen before it was sent, or read before it happened),
         # with a gross bound on the worst (a phase is 2 s long).
         assert [p["scheduled_s"] for p in e["per_request"]] == pytest.approx(M.rate_schedule(n, e["rate"], 1.0, 0))

@@ -368,10 +368,11 @@ def test_hand_run_carries_the_hardware_profile(fake_server, tmp_path: Path) -> N
     bw = doc["protocol"]["bandwidth"]
     assert bw["command"].endswith("sparkbench/bandwidth/probe.py --device cuda") and bw["after"] is not None
     assert bw["gbps"] is not None or "torch" in bw["reason"], bw
-    spark = json.loads((REPO / "profiles" / "hardware" / "dgx-spark.json").read_text())
+    spark = json.loads((REPO / "sparkbench/data/profiles/hardware/dgx-spark.json").read_text())
     assert doc["profile"]["hardware"] == spark and doc["profile"]["model"] is None
-    assert doc["profile"]["hardware_file"] == str(REPO / "profiles" / "hardware" / "dgx-spark.json")
-    assert doc["settings"]["hardware"] == "dgx-spark" and doc["settings"]["profiles_dir"] == str(REPO / "profiles")
+    assert doc["profile"]["hardware_file"] == str(REPO / "sparkbench/data/profiles/hardware/dgx-spark.json")
+    assert doc["settings"]["hardware"] == "dgx-spark" and doc["settings"]["profiles_dir"] == str(
+        REPO / "sparkbench/data/profiles")
     assert [w["code"] for w in doc["warnings"]] == ["no_model_profile"]
     # a profiles dir of one's own, with a model profile for the served model: roofline inputs complete
     (tmp_path / "p" / "hardware").mkdir(parents=True)

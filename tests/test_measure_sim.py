@@ -38,7 +38,7 @@ MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 MTP3 = ["--max-num-batched-tokens", "4096", "--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']
 BARE = ["--max-num-batched-tokens", "4096"]
 QWEN = ["--reasoning-parser", "qwen3"]
-PROFILE = json.loads((REPO / "profiles" / "models" / "nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
+PROFILE = json.loads((REPO / "sparkbench/data/profiles/models" / "nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
 
 
 

@@ -1,7 +1,7 @@
 """measure.py's tool-call check (--tools): the checker (judge_tool_calls) against recorded and
 constructed outputs in real vLLM 0.32's message shape (tests/fixtures/tool_outputs/*.json, each
 naming the bucket it must land in), and the phase end to end against the simulator, whose calls
-are decided from the request and written in the model's native format (scripts/vllm_sim/toolcalls.py):
+are decided from the request and written in the model's native format (vllm_sim/toolcalls.py):
 the right parser passes every prompt, a wrong one leaves the calls unparsed, a server without the
 tool flags answers "auto" with vLLM's HTTP 400 (request_error, exit 3), required/named pass with
 any parser (structured outputs) and skip the prompt that needs no call. Every document is
@@ -25,7 +25,7 @@ from helpers import REPO
 
 MEASURE = REPO / "scripts" / "measure.py"
 FIXTURES = REPO / "tests" / "fixtures" / "tool_outputs"
-TOOLS = json.loads((REPO / "profiles" / "tools.json").read_text(encoding="utf-8"))
+TOOLS = json.loads((REPO / "sparkbench/data/prompts/tools.json").read_text(encoding="utf-8"))
 SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"        # tool_call_format qwen3_xml, parser qwen3_xml
@@ -44,14 +44,14 @@ def measure(args: list[str], out: Path, timeout: float = 60) -> tuple[int, dict 
 
 @pytest.mark.unit
 def test_tools_file_covers_zero_one_two_calls_and_every_category() -> None:
-    data = M.load_tools(str(REPO / "profiles" / "tools.json"))
+    data = M.load_tools(str(REPO / "sparkbench/data/prompts/tools.json"))
     counts = {len(p["expected"]) for p in data["prompts"]}
     assert {0, 1, 2} <= counts and len(data["prompts"]) >= 5
     assert {p["category"] for p in data["prompts"]} == set(M.TOOL_CATEGORIES)
     kinds = {s.get("type") for t in data["tools"] for s in t["function"]["parameters"]["properties"].values()}
     assert {"string", "integer", "number"} <= kinds
     assert any("enum" in s for t in data["tools"] for s in t["function"]["parameters"]["properties"].values())
-    assert M.default_tools_file() == str(REPO / "profiles" / "tools.json")
+    assert M.default_tools_file() == str(REPO / "sparkbench/data/prompts/tools.json")
 
 
 @pytest.mark.unit
@@ -154,7 +154,7 @@ def test_sim_right_parser_passes_every_prompt(sim_factory, tmp_path: Path) -> No
                                [])
     assert code == 0, err
     t = doc["tools"]
-    assert t["tool_choice"] == "auto" and t["file"].endswith("profiles/tools.json")
+    assert t["tool_choice"] == "auto" and t["file"].endswith("sparkbench/data/prompts/tools.json")
     assert (t["passed"], t["failed"], t["skipped"], t["total"]) == (len(PROMPTS), 0, 0, len(PROMPTS)), t
     assert t["by_bucket"] == {} and t["by_category"]["parallel"] == {"passed": 2, "total": 2}
     by_id = {p["id"]: p for p in t["prompts"]}
@@ -226,11 +226,8 @@ def test_sim_flag_checks(tmp_path: Path) -> None:
 @pytest.mark.unit
 def test_sim_reader_decides_from_the_request() -> None:
     """The simulator's calls come from the request text, not from a stored answer."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from vllm_sim import toolcalls as T
-    finally:
-        sys.path.pop(0)
+    from vllm_sim import toolcalls as T
+
     tools = TOOLS["tools"]
     assert T.decide("Convert 75 GBP to USD please.", tools, "auto") == [
         ("convert_currency", {"amount": 75, "from_currency": "GBP", "to_currency": "USD"})]

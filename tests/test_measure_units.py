@@ -23,7 +23,7 @@ from sparkbench.measure import client as measure_client
 from helpers import REPO
 
 FIX = REPO / "tests" / "fixtures" / "measure"
-QUALITY = json.loads((REPO / "profiles" / "quality.json").read_text(encoding="utf-8"))
+QUALITY = json.loads((REPO / "sparkbench/data/prompts/quality.json").read_text(encoding="utf-8"))
 
 
 

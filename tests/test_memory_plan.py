@@ -11,12 +11,13 @@ import pytest
 from test_plan_bracket import host_vars
 
 from sparkbench import memory, plan
+from sparkbench.engine_config import TwinConfig
 from sparkbench.errors import InputError
+from sparkbench.memory.fit import memory_fit
+from sparkbench.package_data import BUILT_IN_PROFILES
 from sparkbench.paths import PROFILES_DIR
-from sparkbench.predict.config import TwinConfig
-from sparkbench.predict.memory import memory_fit
+from sparkbench.serve import deploy_plan, deployment_records
 from sparkbench.serve import memory as serve_memory
-from sparkbench.serve import record, spec
 from sparkbench.twin.pacing import recurrent_state_bytes
 
 pytestmark = pytest.mark.unit
@@ -25,7 +26,7 @@ QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 
 
 def profile(kind: str, name: str) -> dict:
-    return json.loads((PROFILES_DIR / kind / f"{name.replace('/', '__')}.json").read_text())
+    return json.loads((BUILT_IN_PROFILES / kind / f"{name.replace('/', '__')}.json").read_text())
 
 
 HW, CPU, MODEL, TINY = (profile("hardware", "dgx-spark"), profile("hardware", "x86-cpu"), profile("models", QWEN),
@@ -153,7 +154,7 @@ def resident_on(results: Path, host: str, variant: str, util: float, port: int =
                                "launch": {"env": {}}, "profile": {}}))
     dep = {"host": host, "variant": variant, "port": port, "names": {"resident": f"sparkbench-resident-{variant}"},
            "source": {"run": "R1", "path": str(src)}}
-    record.write(results, record.record(dep, "deployed", "2026-12-01T00:00:00Z"))
+    deployment_records.write(results, deployment_records.record(dep, "deployed", "2026-12-01T00:00:00Z"))
     return src
 
 
@@ -194,12 +195,12 @@ def test_benchs_plan_refuses_a_variant_beside_a_resident_in_preflight(tmp_path):
 def test_serves_plan_leaves_out_the_resident_it_replaces(tmp_path):
     src = resident_on(tmp_path, "h1", "v1", 0.5)
     resident_on(tmp_path, "h1", "v0", 0.5, port=8090)
-    s = spec.settings({"bench_tenants": [{"name": "rag", "gb": 20}]})
-    dep = {"variant": "v1", "port": 8080, "names": spec.names(s, "v1"), "source": {"path": str(src)}}
+    s = deploy_plan.settings({"bench_tenants": [{"name": "rag", "gb": 20}]})
+    dep = {"variant": "v1", "port": 8080, "names": deploy_plan.names(s, "v1"), "source": {"path": str(src)}}
     p = serve_memory.deploy_plan(dep, s, "h1", str(tmp_path))
     assert [r["name"] for r in p["rows"]] == ["system", "sparkbench-resident-v0", "rag", "sparkbench-resident-v1"]
     assert "less 1 this deploy replaces" in p["residents_from"]
     assert p["fits"] is False and p["used_gb"] == pytest.approx(156.0)
     assert p["refusal"].startswith("the unit's memory plan does not fit: sparkbench-resident-v1 takes 64.0 GB")
-    alone = serve_memory.deploy_plan(dep, spec.settings({}), "h1", str(tmp_path), listing=[])
+    alone = serve_memory.deploy_plan(dep, deploy_plan.settings({}), "h1", str(tmp_path), listing=[])
     assert alone["fits"] is True and alone["refusal"] == ""

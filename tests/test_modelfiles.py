@@ -90,7 +90,7 @@ def test_dense_tied_model_counts_the_tiny_models_parameters_and_its_decode_bytes
     assert dec["lm_head"] == 32768 * 128 * 2                          # tied: the whole embedding again
     assert dec["total"] == dec["dense"] + 256 + 32768 * 128 * 2 and dec["recurrent_state"] == 0
     assert f["kv_bytes_per_token"]["auto"] == 1024 and f["kv_bytes_per_token"]["fp8"] == 512  # 2 x 2 x 2 x 64
-    hand = json.loads((REPO / "profiles/models/sparkbench__tiny-llama.json").read_text())
+    hand = json.loads((REPO / "sparkbench/data/profiles/models/sparkbench__tiny-llama.json").read_text())
     assert disagreements(hand, f) == []
 
 
@@ -151,7 +151,7 @@ def test_mamba_hybrid_and_fused_experts(tmp_path):
 @pytest.mark.unit
 def test_a_hand_profile_that_contradicts_the_files_is_refused_naming_each_fact(tmp_path):
     files = read_folder(write_model(tmp_path / "tiny", TINY_CONFIG, tiny_tensors()))
-    hand = json.loads((REPO / "profiles/models/sparkbench__tiny-llama.json").read_text())
+    hand = json.loads((REPO / "sparkbench/data/profiles/models/sparkbench__tiny-llama.json").read_text())
     kept = build_profile(files, "sparkbench/tiny-llama", hand)
     assert kept["revision"] == hand["revision"] and kept["from_files"]["decode_bytes_per_token"]["lm_head"] > 0
     wrong = {**hand, "layers": 3, "attention": {**hand["attention"], "head_dim": 32}}
@@ -200,7 +200,7 @@ def test_the_tiny_model_in_the_real_vllm_image_profiles_to_its_known_size(tmp_pa
     files = read_folder(snapshot)
     f = model_facts(files.config, files.tensors)
     assert round(f["total_params_b"] * 1e9) == 4_522_624
-    hand = json.loads((REPO / "profiles/models/sparkbench__tiny-llama.json").read_text())
+    hand = json.loads((REPO / "sparkbench/data/profiles/models/sparkbench__tiny-llama.json").read_text())
     assert disagreements(hand, f) == [] and command.default_id(snapshot, files.config) == "sparkbench/tiny-llama"
 
 

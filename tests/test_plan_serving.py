@@ -61,7 +61,7 @@ def test_serving_measure_argv_parses_with_every_phase_on(tmp_path):
 
 
 def test_the_tool_parser_comes_from_the_model_profile(tmp_path):
-    profile = json.loads((REPO / "profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
+    profile = json.loads((REPO / "sparkbench/data/profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
     entries = by_name(plan.plan_host(sim_vars(tmp_path, llm_bench_tools=True), HOST))
     argv = entries["nvidia-mtp2"]["launch"]["argv"]
     assert "--enable-auto-tool-choice" in argv

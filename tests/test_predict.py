@@ -9,28 +9,29 @@ from pathlib import Path
 
 import pytest
 
+from sparkbench.engine_config import PredictInputError, TwinConfig, build_twin, decode_rate
+from sparkbench.memory.fit import memory_fit
 from sparkbench.modelfiles.profile import build_profile
 from sparkbench.modelfiles.sources import read_folder
-from sparkbench.paths import PROFILES_DIR, hardware_profile_path, model_profile_path
+from sparkbench.package_data import hardware_profile_file, model_ids, model_profile_file
 from sparkbench.predict import calibration as cal
+from sparkbench.predict import twin_rate
 from sparkbench.predict.command import predict_command
-from sparkbench.predict.config import PredictInputError, TwinConfig, build_twin, decode_rate
 from sparkbench.predict.estimate import predict
-from sparkbench.predict.memory import memory_fit
 from sparkbench.predict.published import fit_rows, published_figures, shipped_interval
 
 from model_files import MOE_CONFIG, moe_tensors, write_model
 
 pytestmark = pytest.mark.unit
 
-HW = json.loads(hardware_profile_path("dgx-spark").read_text())
+HW = json.loads(hardware_profile_file("dgx-spark").read_text())
 N35 = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 D27 = "nvidia/Qwen3.6-27B-NVFP4"
 FIRST_LINE = re.compile(r"^(\d+\.\d) tok/s \[(\d+\.\d), (\d+\.\d)\] predicted single-stream decode of ")
 
 
 def profile(model: str) -> dict:
-    return json.loads(model_profile_path(model).read_text())
+    return json.loads(model_profile_file(model).read_text())
 
 
 def test_flags_become_the_twins_inputs_and_bad_ones_name_the_fix():
@@ -108,9 +109,9 @@ def test_a_slow_unit_is_calibrated_from_its_history_and_other_models_keep_the_sh
 
 def test_the_probe_scales_the_bandwidth_against_a_sound_units_reading():
     sound = HW["memory_bandwidth_gbps"] * HW["probe"]["stream_read_share"]      # 273 x 0.85 = 232.05
-    assert cal.bandwidth_scale(sound, HW, "simulated") == pytest.approx(1.0)
-    assert cal.bandwidth_scale(0.89 * sound, HW, "torch-cuda-stream-read") == pytest.approx(0.89)
-    assert cal.bandwidth_scale(None, HW) == 1.0 and cal.bandwidth_scale(100.0, {"name": "x"}) == 1.0
+    assert twin_rate.bandwidth_scale(sound, HW, "simulated") == pytest.approx(1.0)
+    assert twin_rate.bandwidth_scale(0.89 * sound, HW, "torch-cuda-stream-read") == pytest.approx(0.89)
+    assert twin_rate.bandwidth_scale(None, HW) == 1.0 and twin_rate.bandwidth_scale(100.0, {"name": "x"}) == 1.0
     # a unit that streams 0.89 x a sound unit's is predicted 0.89 x on the bytes' share of the step
     full = decode_rate(build_twin(profile(N35), HW, TwinConfig(kv_cache_dtype="fp8")))
     slow = decode_rate(build_twin(profile(N35), HW, TwinConfig(kv_cache_dtype="fp8"), bandwidth_scale=0.89))
@@ -135,7 +136,7 @@ def test_memory_refuses_a_context_beyond_the_model_and_weights_beyond_the_share(
     assert ok["kv_gb"] == pytest.approx((10 * 2 * 256 * 2 * 262144 + build_twin(n35, HW, cfg).state_bytes / 2) / 1e9)
 
 
-@pytest.mark.parametrize("model", sorted(p.stem.replace("__", "/") for p in (PROFILES_DIR / "models").glob("*.json")))
+@pytest.mark.parametrize("model", model_ids())
 def test_predict_answers_for_every_model_profile(model, capsys):
     assert predict_command(model, None, None, '{"kv-cache-dtype": "fp8"}') == 0
     first = capsys.readouterr().out.splitlines()[0]
@@ -169,7 +170,7 @@ def test_the_history_index_keeps_each_results_prediction_error(tmp_path):
 
 
 def test_a_cpu_units_per_layer_cost_is_fitted_on_one_configuration_and_predicts_another(tmp_path, capsys):
-    cpu = json.loads(hardware_profile_path("x86-cpu").read_text())
+    cpu = json.loads(hardware_profile_file("x86-cpu").read_text())
     tiny = profile("sparkbench/tiny-llama")
     bf16, fp32 = TwinConfig(dtype="bfloat16"), TwinConfig(dtype="float32")
     launch = cal.fit_launch_us(tiny, cpu, bf16, 60.0, 10.0)

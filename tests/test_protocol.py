@@ -22,22 +22,22 @@ from sparkbench import measure as M
 from sparkbench import plan as plan_mod
 from sparkbench import result as result_mod
 from sparkbench import settings as settings_mod
+from sparkbench.errors import InputError
 from sparkbench.report import numbers as rn
 from sparkbench.report import sections
 from sparkbench.twin.pacing import PacingModel
+from vllm_sim import gpustate
 
 from conftest import port_in
 from helpers import REPO
 
 FIX = REPO / "tests" / "fixtures" / "measure"
 SIM = REPO / "scripts" / "vllm_sim"
-sys.path.insert(0, str(REPO / "scripts"))
-from vllm_sim import gpustate  # noqa: E402
 
 SCHEMA = jsonschema.Draft202012Validator(json.loads((REPO / "schema" / "result.schema.json").read_text()))
-HW = json.loads((REPO / "profiles" / "hardware" / "dgx-spark.json").read_text())
+HW = json.loads((REPO / "sparkbench/data/profiles/hardware" / "dgx-spark.json").read_text())
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
-MODEL_PROFILE = json.loads((REPO / "profiles" / "models" / "nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
+MODEL_PROFILE = json.loads((REPO / "sparkbench/data/profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
 
 
 def samples_of(path: Path) -> list[dict]:
@@ -243,7 +243,7 @@ def test_probe_commands_per_host_kind() -> None:
                    "kernel_log": "docker exec sparkbench-vllm-spark-sim01 dmesg"}
     assert plan_mod.probe_commands({**base, "spark_host_gpu_probe": "none", "sparkbench_gpu_less": True}, "c") == {
         "nvidia_smi": "none", "kernel_log": None}
-    with pytest.raises(plan_mod.InputError, match="spark_host_gpu_probe"):
+    with pytest.raises(InputError, match="spark_host_gpu_probe"):
         plan_mod.probe_commands({**base, "spark_host_gpu_probe": "gpu"}, "c")
     argv = settings_mod.measure_argv({}, python="python3", script="m.py", base_url="http://x", model="m",
                                      quality_file="q.json", sandbox_image="i", **sim)

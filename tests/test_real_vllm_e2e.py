@@ -11,7 +11,7 @@ One playbook run, two local hosts (group real_cpu, the project's matrix for it):
   step of it. (measure.py's figure against the histogram, mean with mean, is the TPOT truth check:
   tests/test_tpot_truth.py.)
 - ``rv-cpu02`` serves a variant real vLLM's own argument parser refuses (diagnosed from the real
-  container log through roles/vllm_server/files/known_issues.yml) and one the plan-time flag check
+  container log through sparkbench/data/known_issues.yml) and one the plan-time flag check
   refuses before any container starts; the measured variants go on. The failures that take a
   whole engine start (a model that is not there, a --max-model-len the KV cache cannot hold, an
   engine that dies on its first request) run under ``make fixtures``, which records their
@@ -117,11 +117,11 @@ def real_run(tmp_path_factory):
         pytest.fail(f"{IMAGE} is missing: run make setup (scripts/build_vllm_cpu_image.sh)")
     tmp = tmp_path_factory.mktemp("realvllm")
     prefix = f"sbtest-rv{os.getpid()}"
-    # Profiles: the project's, plus one for a model that is in no cache (its profile claims the
-    # image carries it, so nothing is downloaded and the offline server must find it missing).
+    # Profiles: the built-in ones, plus one of the user's for a model that is in no cache (its profile
+    # claims the image carries it, so nothing is downloaded and the offline server must find it missing).
     profiles = tmp / "profiles"
-    shutil.copytree(REPO / "profiles", profiles)
-    tiny = json.loads((profiles / "models" / "sparkbench__tiny-llama.json").read_text())
+    (profiles / "models").mkdir(parents=True)
+    tiny = json.loads((REPO / "sparkbench/data/profiles/models/sparkbench__tiny-llama.json").read_text())
     (profiles / "models" / "sparkbench__no-such-model.json").write_text(
         json.dumps({**tiny, "id": "sparkbench/no-such-model"}))
     # One engine core each (vLLM's CPU backend binds its OpenMP threads; both would take core 0).

@@ -38,7 +38,7 @@ from helpers import REPO
 
 SCHEMA = json.loads((REPO / "schema" / "result.schema.json").read_text(encoding="utf-8"))
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
-TOOLS = json.loads((REPO / "profiles" / "tools.json").read_text(encoding="utf-8"))
+TOOLS = json.loads((REPO / "sparkbench/data/prompts/tools.json").read_text(encoding="utf-8"))
 # The tool flags of the server: tests/shared_runs.py (TOOL_ARGS, TOOL_ENV).
 # measure.py's speed phases kept to one short request: these tests are about the other phases.
 QUICK = ["--output-tokens", "8", "--runs", "1", "--warmup", "0", "--concurrency", "none",

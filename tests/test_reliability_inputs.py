@@ -19,10 +19,10 @@ BAD_HOSTS = ["bad-args-type", "bad-unknown-key", "bad-spec-json", "bad-output-to
 
 @pytest.fixture(scope="module")
 def bad_run(tmp_path_factory):
-    """bench.yml -l rel_bad once; profiles from a copy of profiles/ plus the fixture's bad profile."""
+    """bench.yml -l rel_bad once; the built-in profiles plus the fixture's bad ones as the user's own."""
     tmp = tmp_path_factory.mktemp("bad")
     prof = tmp / "profiles"
-    shutil.copytree(REPO / "profiles", prof)
+    (prof / "models").mkdir(parents=True)
     for f in (FIXTURES / "profiles").glob("*.json"):
         shutil.copy(f, prof / "models" / f.name)
     try:
@@ -96,8 +96,8 @@ def test_settings_checks_name_the_variable(settings: dict, needle: str) -> None:
 def test_good_settings_and_project_profiles_pass() -> None:
     import json
     profiles = {json.loads(p.read_text())["id"]: json.loads(p.read_text())
-                for p in (REPO / "profiles" / "models").glob("*.json")}
-    hw = json.loads((REPO / "profiles" / "hardware" / "dgx-spark.json").read_text())
+                for p in (REPO / "sparkbench/data/profiles/models").glob("*.json")}
+    hw = json.loads((REPO / "sparkbench/data/profiles/hardware" / "dgx-spark.json").read_text())
     good = {"output_tokens": 256, "runs": 3, "warmup": 0, "concurrency": [2, 4, 8], "context": [0],
             "quality_max_tokens": "4096", "request_timeout_s": 600, "stall_timeout_s": 60}
     assert settings_errors(good, profiles, hw) == []

@@ -16,7 +16,7 @@ from sparkbench.measure import sandbox as measure_sandbox
 
 from reliability import REPO
 
-QUALITY = json.loads((REPO / "profiles" / "quality.json").read_text(encoding="utf-8"))
+QUALITY = json.loads((REPO / "sparkbench/data/prompts/quality.json").read_text(encoding="utf-8"))
 CODE_Q = next(q for q in QUALITY["questions"] if q["id"] == "code")
 IMAGE = "sparkbench/debian-base:bookworm"
 

@@ -139,9 +139,9 @@ def test_no_report_is_wider_than_the_page(runs: Path, tmp_path: Path, run: str, 
 
 
 def with_coresidence(run: Path) -> int:
-    """Every complete result of ``run`` gets a ``coresidence`` block (sparkbench.interference) beside
+    """Every complete result of ``run`` gets a ``coresidence`` block (sparkbench.interference.coresidence) beside
     two residents with long names, idle and under load; returns how many documents got one."""
-    from sparkbench import interference
+    from sparkbench.interference import coresidence
 
     residents = [{"name": f"sparkbench-resident-{v}", "variant": v, "port": 8080 + i}
                  for i, v in enumerate(("nvidia-qwen36-35b-a3b-mtp3", "unsloth-qwen36-35b-a3b-mtp2"))]
@@ -159,8 +159,8 @@ def with_coresidence(run: Path) -> int:
         if doc.get("status") != "complete":
             continue
         rates = [r["decode_tok_s"] for r in doc["single"]["runs"]]
-        doc["coresidence"] = interference.coresidence(doc, block, measured(rates, 0.999), measured(rates, 0.62),
-                                                      [load] * 2)
+        doc["coresidence"] = coresidence.coresidence(doc, block, measured(rates, 0.999), measured(rates, 0.62),
+                                                     [load] * 2)
         path.write_text(json.dumps(doc), encoding="utf-8")
         n += 1
     return n

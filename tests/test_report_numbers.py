@@ -257,7 +257,7 @@ def test_failures_and_quality(fleet):
 
 
 def test_roofline_reads_the_repository_model_profile_layout():
-    """profiles/models/*.json nest the KV geometry under ``attention`` (synthetic document)."""
+    """sparkbench/data/profiles/models/*.json nest the KV geometry under ``attention`` (synthetic document)."""
     doc = {"_fixture": "synthetic", "status": "complete", "settings": {"output_tokens": 256},
            "variant": {"name": "x", "args": ["--kv-cache-dtype", "fp8"]},
            "profile": {"hardware": {"memory_bandwidth_gbps": 273},

@@ -1,5 +1,6 @@
 """The result document's models (sparkbench.documents) and the schema generated from them:
-schema/result.schema.json is their output (``python -m sparkbench.documents.schema --write``),
+schema/result.schema.json and the package's copy the writer validates against are their output
+(``python -m sparkbench.documents.schema --write``),
 ``scripts/sparkbench schema`` prints it, the fixture documents get the same verdict from the
 schema and from the models (the current ones load), and a wrong document is refused naming the
 field."""
@@ -13,9 +14,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from sparkbench import paths
+from sparkbench import package_data
 from sparkbench.documents import DocumentError, ResultDocument, load_result, result_schema, schema_text
-from sparkbench.documents.schema import SCHEMA_FILE
+from sparkbench.documents.schema import PACKAGE_SCHEMA_FILE, SCHEMA_FILE, SCHEMA_FILES
 from sparkbench.runner import cli
 
 pytestmark = pytest.mark.unit
@@ -50,9 +51,10 @@ def refusal(doc: dict) -> DocumentError:
 
 
 def test_checked_in_schema_is_generated_from_the_models() -> None:
-    assert SCHEMA_FILE == paths.SCHEMA_PATH
-    assert paths.SCHEMA_PATH.read_text(encoding="utf-8") == schema_text(), (
-        "schema/result.schema.json is stale: run .venv/bin/python -m sparkbench.documents.schema --write")
+    assert PACKAGE_SCHEMA_FILE == package_data.RESULT_SCHEMA and SCHEMA_FILE.parent.name == "schema"
+    for file in SCHEMA_FILES:
+        assert file.read_text(encoding="utf-8") == schema_text(), (
+            f"{file} is stale: run .venv/bin/python -m sparkbench.documents.schema --write")
     schema = json.loads(schema_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
@@ -66,7 +68,7 @@ def test_checked_in_schema_is_generated_from_the_models() -> None:
 
 def test_cli_schema_prints_the_checked_in_file(capsys) -> None:
     assert cli.main(["schema"]) == 0
-    assert capsys.readouterr().out == paths.SCHEMA_PATH.read_text(encoding="utf-8")
+    assert capsys.readouterr().out == SCHEMA_FILE.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(FIXTURES)))

@@ -61,9 +61,9 @@ pytestmark = [pytest.mark.skipif(not image_present(IMAGE), reason=f"Docker engin
 def unit(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serve")
     prefix = f"sbtest-sv{os.getpid()}"
-    # The simulator reads its profiles from the unit's Hugging Face cache folder (mounted), so the
-    # test can slow the "unit" without touching the launch spec.
-    shutil.copytree(REPO / "profiles", tmp / "hf" / "sim-profiles")
+    # The simulator reads its own profiles from the unit's Hugging Face cache folder (mounted; the
+    # built-in ones copied there), so the test can slow the "unit" without touching the launch spec.
+    shutil.copytree(REPO / "sparkbench/data/profiles", tmp / "hf" / "sim-profiles")
     inv = {"all": {"children": {"sparks": {"children": {"sim_sparks": {"hosts": {
         HOST: {"vllm_server_port": BENCH_PORT},
         FAR: {"vllm_server_port": BENCH_PORT, "ansible_connection": "ssh", "ansible_host": "127.0.0.1",

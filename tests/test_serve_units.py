@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from sparkbench import residents
 from sparkbench.errors import InputError
 from sparkbench.launch import config_hash
-from sparkbench.serve import canary, health, record, source, spec
+from sparkbench.serve import canary, deploy_plan, deployment_records, health_canary, source
 
 pytestmark = pytest.mark.unit
 
@@ -60,17 +61,17 @@ def test_a_changed_document_or_too_few_requests_is_refused():
 
 def test_serve_settings_refuse_an_open_address_without_a_key_and_colliding_ports():
     with pytest.raises(InputError, match="serve_listen is 0.0.0.0.*serve_api_key"):
-        spec.settings({"serve_listen": "0.0.0.0"})
-    assert spec.settings({"serve_listen": "0.0.0.0", "serve_api_key": "k"})["secret_env"] == ["VLLM_API_KEY"]
+        deploy_plan.settings({"serve_listen": "0.0.0.0"})
+    assert deploy_plan.settings({"serve_listen": "0.0.0.0", "serve_api_key": "k"})["secret_env"] == ["VLLM_API_KEY"]
     with pytest.raises(InputError, match="serve_port 8000 is the port bench.yml serves"):
-        spec.settings({"serve_port": 8000})
+        deploy_plan.settings({"serve_port": 8000})
     with pytest.raises(InputError, match="serve_canary_runs is 3"):
-        spec.settings({"serve_canary_runs": 3})
+        deploy_plan.settings({"serve_canary_runs": 3})
 
 
 def test_the_resident_is_the_recorded_argv_at_the_serving_address():
-    s = spec.settings({"serve_port": 9100})
-    dep = spec.deployment(source.source(doc(), "p", "R"), s, "h1")
+    s = deploy_plan.settings({"serve_port": 9100})
+    dep = deploy_plan.deployment(source.source(doc(), "p", "R"), s, "h1")
     c = dep["resident"]["container"]
     assert c["command"] == ["m/x", "--host", "127.0.0.1", "--port", "9100", "--max-num-seqs", "8"]
     assert c["restart_policy"] == "unless-stopped" and c["env"] == {"A": "1"} and c["name"] == "sparkbench-resident-v1"
@@ -78,14 +79,14 @@ def test_the_resident_is_the_recorded_argv_at_the_serving_address():
 
 
 def test_placement_beside_when_memory_holds_both_else_in_place():
-    s = spec.settings({})
-    dep = spec.deployment(source.source(doc(simulated=False, profile={"hardware": {
+    s = deploy_plan.settings({})
+    dep = deploy_plan.deployment(source.source(doc(simulated=False, profile={"hardware": {
         "device": "gpu", "unified_memory_gb": 128}}), "p", "R"), s, "h1")
     prev = {"name": "sparkbench-resident-v0"}
-    assert spec.placement(dep, None, "", "auto")["mode"] == "fresh"
-    big = spec.placement(dep, prev, "MemAvailable: 125829120 kB\n", "auto")  # 120 GiB
+    assert deploy_plan.placement(dep, None, "", "auto")["mode"] == "fresh"
+    big = deploy_plan.placement(dep, prev, "MemAvailable: 125829120 kB\n", "auto")  # 120 GiB
     assert big["mode"] == "beside" and big["need_gib"] == pytest.approx(115.2)
-    small = spec.placement(dep, prev, "MemAvailable: 20971520 kB\n", "auto")  # 20 GiB
+    small = deploy_plan.placement(dep, prev, "MemAvailable: 20971520 kB\n", "auto")  # 20 GiB
     assert small["mode"] == "replace" and "do not fit in 20.0 GiB" in small["reason"]
 
 
@@ -103,27 +104,27 @@ def test_the_canary_fails_only_when_it_differs_and_is_more_than_5_percent_slower
 
 
 def test_a_failed_deploy_record_says_what_is_left():
-    s = spec.settings({})
-    dep = spec.deployment(source.source(doc(), "p", "R"), s, "h1")
+    s = deploy_plan.settings({})
+    dep = deploy_plan.deployment(source.source(doc(), "p", "R"), s, "h1")
     dep["previous"] = {"name": "sparkbench-resident-v0", "variant": "v0", "port": 8080, "run": "R0"}
-    left = record.left_behind(dep, "canary", True, False)
+    left = deployment_records.left_behind(dep, "canary", True, False)
     assert "sparkbench-resident-v0 (v0, run R0) started again on port 8080" in left
-    rec = record.record(dep, "failed", "2026-12-01T00:00:00Z", failure={"stage": "canary", "reason": "slow"}, left=left)
-    assert rec.failure.remedy == record.REMEDY["canary"] and rec.previous.name == "sparkbench-resident-v0"
-    lost = record.left_behind(dep, "unreachable", False, True)
+    rec = deployment_records.record(dep, "failed", "2026-12-01T00:00:00Z", failure={"stage": "canary", "reason": "slow"}, left=left)
+    assert rec.failure.remedy == deployment_records.REMEDY["canary"] and rec.previous.name == "sparkbench-resident-v0"
+    lost = deployment_records.left_behind(dep, "unreachable", False, True)
     assert "stopped answering" in lost and "previous resident sparkbench-resident-v0 was not stopped" in lost, lost
-    assert "sparkbench-resident-v0 stopped" in record.left_behind(dep, "unreachable", True, True)
+    assert "sparkbench-resident-v0 stopped" in deployment_records.left_behind(dep, "unreachable", True, True)
 
 
 def deployed_record(tmp_path, variant="v1", port=9100, when="2026-12-01T00:00:00Z", **extra):
     src_path = tmp_path / "R" / "h1" / f"{variant}.json"
     src_path.parent.mkdir(parents=True, exist_ok=True)
     src_path.write_text(json.dumps(doc()))
-    dep = spec.deployment(source.source(doc(), str(src_path), "R"), spec.settings({"serve_port": port}), "h1")
+    dep = deploy_plan.deployment(source.source(doc(), str(src_path), "R"), deploy_plan.settings({"serve_port": port}), "h1")
     dep.update(variant=variant, names={**dep["names"], "resident": f"sparkbench-resident-{variant}"},
                health_argv=["python3", "-I", "/w/measure.pyz", "--base-url", f"http://127.0.0.1:{port}"],
                remote_dir="/w", **extra)
-    return record.record(dep, "deployed", when, canary={"passed": True, "text": "no difference detectable above 2 %",
+    return deployment_records.record(dep, "deployed", when, canary={"passed": True, "text": "no difference detectable above 2 %",
                                                          "samples": [100.0, 100.1, 99.9, 100.2, 99.8]})
 
 
@@ -134,13 +135,13 @@ def labelled(variant, role="resident", state="running", name="") -> dict:
 
 def test_a_resident_unit_s_health_canary_is_its_newest_deployed_resident(tmp_path):
     old, new = deployed_record(tmp_path, "v0", 9101, "2026-11-01T00:00:00Z"), deployed_record(tmp_path, "v1")
-    assert health.canary(record.residents([labelled("v1", "candidate")]), [new], tmp_path, "H", "h1") is None
-    assert health.canary([], [new], tmp_path, "H", "h1") is None
+    assert health_canary.canary(residents.residents([labelled("v1", "candidate")]), [new], tmp_path, "H", "h1") is None
+    assert health_canary.canary([], [new], tmp_path, "H", "h1") is None
     # A candidate renamed into place keeps its role label: the record's container name decides.
-    renamed = record.residents([labelled("v1", "candidate", name="sparkbench-resident-v1")])
-    assert health.canary(renamed, [new], tmp_path, "H", "h1")["deployment"]["name"] == "sparkbench-resident-v1"
-    found = record.residents([labelled("v0"), labelled("v1")])
-    c = health.canary(found, [old, new], tmp_path, "H", "h1")
+    renamed = residents.residents([labelled("v1", "candidate", name="sparkbench-resident-v1")])
+    assert health_canary.canary(renamed, [new], tmp_path, "H", "h1")["deployment"]["name"] == "sparkbench-resident-v1"
+    found = residents.residents([labelled("v0"), labelled("v1")])
+    c = health_canary.canary(found, [old, new], tmp_path, "H", "h1")
     assert c["deployment"]["name"] == "sparkbench-resident-v1" and c["deployment"]["deployed_at"] == new.when
     assert c["deployment"]["samples"] == new.canary.samples and c["others"] == ["sparkbench-resident-v0"]
     assert c["argv"] == new.health_argv and c["remote_dir"] == "/w"
@@ -150,16 +151,16 @@ def test_a_resident_unit_s_health_canary_is_its_newest_deployed_resident(tmp_pat
     assert e["settings"] == new.health_settings and e["settings"]["runs"] == 5
     assert e["config_hash"] == config_hash(e["launch"], e["settings"]) != doc()["config_hash"]
     assert "canary: resident sparkbench-resident-v1 (v1 from run R" in c["summary"][0]
-    stopped = health.canary(record.residents([labelled("v1", state="exited")]), [new], tmp_path, "H", "h1")
+    stopped = health_canary.canary(residents.residents([labelled("v1", state="exited")]), [new], tmp_path, "H", "h1")
     assert "not running (exited)" in stopped["summary"][0]
 
 
 def test_a_resident_that_cannot_be_measured_says_how_to_fix_it(tmp_path):
     rec = deployed_record(tmp_path)
-    found = record.residents([labelled("v1")])
+    found = residents.residents([labelled("v1")])
     with pytest.raises(InputError, match="no health_settings, health_remote_dir .*deploy it again"):
-        health.canary(found, [record.as_record({**rec.document(), "health_settings": None, "health_remote_dir": None})],
+        health_canary.canary(found, [deployment_records.as_record({**rec.document(), "health_settings": None, "health_remote_dir": None})],
                       tmp_path, "H", "h1")
     with pytest.raises(InputError, match="the result it was deployed from .* is not in bench_results_dir"):
         gone = rec.source.model_copy(update={"path": str(tmp_path / "gone.json")})
-        health.canary(found, [rec.model_copy(update={"source": gone})], tmp_path, "H", "h1")
+        health_canary.canary(found, [rec.model_copy(update={"source": gone})], tmp_path, "H", "h1")

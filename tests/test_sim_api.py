@@ -17,7 +17,7 @@ pytestmark = pytest.mark.sim
 
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 FAST = {"VLLM_SIM_RATE": "1500", "VLLM_SIM_SHORT_THINKING": "1"}
-QUALITY = json.loads((REPO_ROOT / "profiles" / "quality.json").read_text(encoding="utf-8"))
+QUALITY = json.loads((REPO_ROOT / "sparkbench/data/prompts/quality.json").read_text(encoding="utf-8"))
 
 
 def http(url: str, body: dict | None = None, headers: dict | None = None, timeout: float = 30):

@@ -19,8 +19,8 @@ from sparkbench.twin.pacing import PacingModel
 
 from conftest import REPO_ROOT
 
-HW = json.loads((REPO_ROOT / "profiles/hardware/dgx-spark.json").read_text())
-GPTOSS = json.loads((REPO_ROOT / "profiles/models/openai__gpt-oss-120b.json").read_text())
+HW = json.loads((REPO_ROOT / "sparkbench/data/profiles/hardware/dgx-spark.json").read_text())
+GPTOSS = json.loads((REPO_ROOT / "sparkbench/data/profiles/models/openai__gpt-oss-120b.json").read_text())
 CTX = 1024 + 64            # pp1024/tg128: the mean context while the 128 tokens decode
 HELD_OUT_BAND = 0.12       # held-out figures: within 12 % (measured: +1.5 % one Spark, +9.6 % TP=2)
 
@@ -63,7 +63,7 @@ def test_single_unit_path_unchanged_by_the_interconnect():
     """TP = PP = 1 never reads the interconnect block: the other models' calibration holds."""
     hw = json.loads(json.dumps(HW))
     hw["interconnect"]["allreduce_latency_us"] = 1e6
-    m = json.loads((REPO_ROOT / "profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
+    m = json.loads((REPO_ROOT / "sparkbench/data/profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text())
     a = PacingModel(HW, m).raw_step(4, 0, 4000)
     b = PacingModel(hw, m).raw_step(4, 0, 4000)
     assert a == b

@@ -4,7 +4,7 @@ One real server (the session's ``sparkbench/vllm-cpu:latest`` serving ``sparkben
 ``--max-model-len 2048``, tests/conftest.py ``real_vllm``, shared with the image test) and one simulator
 serving a profile under the same model id and length. :func:`observe` turns one server's answers into
 named checks (key sets, or values); every check whose two answers differ must be a row of the table
-"Differences from real vLLM 0.32" in ``scripts/vllm_sim/README.md``, and every row must still differ
+"Differences from real vLLM 0.32" in ``vllm_sim/README.md``, and every row must still differ
 (so the list cannot go stale). Token counts and texts are not compared (different tokenizers, random
 weights): shapes, statuses, error fields, finish reasons and the counts' consistency are.
 
@@ -30,8 +30,8 @@ pytestmark = pytest.mark.sim
 IMAGE = "sparkbench/vllm-cpu:latest"
 MODEL = "sparkbench/tiny-llama"
 MAX_MODEL_LEN = 2048
-README = REPO_ROOT / "scripts" / "vllm_sim" / "README.md"
-# Families the harness and its tests read (sparkbench/measure.py, bench/fidelity.py, the real-vLLM
+README = REPO_ROOT / "vllm_sim" / "README.md"
+# Families the harness and its tests read (sparkbench/measure.py, perf/fidelity.py, the real-vLLM
 # end-to-end test, the achieved-bandwidth figure): they must exist in both, with the same labels.
 HARNESS_FAMILIES = [
     "vllm:request_time_per_output_token_seconds", "vllm:time_to_first_token_seconds",
@@ -75,7 +75,7 @@ def sim_url(tmp_path_factory):
     """The simulator under the real server's model id and max_model_len (no reasoning parser, as the
     tiny Llama has none); its own tiny-llama profile where one exists, else Gemma 3 4B (a plain
     chat model) served under that name."""
-    have_profile = (REPO_ROOT / "profiles" / "models" / "sparkbench__tiny-llama.json").exists()
+    have_profile = (REPO_ROOT / "sparkbench/data/profiles/models" / "sparkbench__tiny-llama.json").exists()
     model = MODEL if have_profile else "google/gemma-3-4b-it"
     sim = start_sim(tmp_path_factory.mktemp("conformance"), model=model,
                     args=["--served-model-name", MODEL, *SERVE_ARGS],
@@ -302,9 +302,9 @@ def test_every_difference_is_listed_and_every_listed_one_still_occurs(observed):
         covered |= hits
     unlisted = [f"{c}: `{i}` {where} in the simulator, {'absent' if where == 'present' else 'present'} in vLLM 0.32"
                 for (c, i), where in sorted(keyed.items()) if (c, i) not in covered]
-    problems = (["listed in scripts/vllm_sim/README.md but no longer different (remove the row):"] + stale if stale else [])
+    problems = (["listed in vllm_sim/README.md but no longer different (remove the row):"] + stale if stale else [])
     if unlisted or values:
-        problems += ["differences neither fixed in the simulator nor listed in scripts/vllm_sim/README.md:"]
+        problems += ["differences neither fixed in the simulator nor listed in vllm_sim/README.md:"]
         problems += unlisted + values
     assert not problems, "\n".join(problems)
 

@@ -127,7 +127,7 @@ def test_hf_download_stand_in_and_token_canary(images, tmp_path):
     no_token = docker("run", "--rm", "--entrypoint", "hf", "-v", f"{cache}:/root/.cache/huggingface", IMAGE,
                       "download", gated, check=False)
     assert no_token.returncode == 1 and "GatedRepoError: 401" in no_token.stderr and "HF_TOKEN" in no_token.stderr
-    prof = json.loads((REPO_ROOT / "profiles" / "models" / "google__gemma-3-4b-it.json").read_text())
+    prof = json.loads((REPO_ROOT / "sparkbench/data/profiles/models" / "google__gemma-3-4b-it.json").read_text())
     ok = docker("run", "--rm", "--entrypoint", "hf", "-e", f"HF_TOKEN={canary}", "-v",
                 f"{cache}:/root/.cache/huggingface", IMAGE, "download", gated, "--revision", prof["revision"])
     assert canary not in ok.stdout + ok.stderr

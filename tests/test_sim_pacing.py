@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,8 +38,9 @@ def run(sim, n: int, tokens: int, model: str = MODEL) -> list[dict]:
 
 def model_at(model_file: str, rate: float) -> PacingModel:
     """The simulator's pacing model for ``model_file`` at the ARGS' fp8 KV cache and a rate override."""
-    hw = json.loads((REPO_ROOT / "profiles/hardware/dgx-spark.json").read_text())
-    pm = PacingModel(hw, json.loads((REPO_ROOT / "profiles/models" / model_file).read_text()), kv_cache_dtype="fp8")
+    hw = json.loads((REPO_ROOT / "sparkbench/data/profiles/hardware/dgx-spark.json").read_text())
+    pm = PacingModel(hw, json.loads((REPO_ROOT / "sparkbench/data/profiles/models" / model_file).read_text()),
+                     kv_cache_dtype="fp8")
     pm.set_rate_override(rate)
     return pm
 
@@ -158,8 +158,8 @@ def test_prefill_and_context_depth(sim_factory):
     assert long_["steps"] == short["steps"]            # same number of token-emitting steps (30 tokens, bare)
     # KV cache read grows with context: a step at 6k context is slower in the engine's own model (the
     # ~1 % effect is below what one late wake-up on a loaded machine does to a 0.3 s timeline).
-    hw = json.loads((REPO_ROOT / "profiles/hardware/dgx-spark.json").read_text())
-    model = json.loads((REPO_ROOT / "profiles/models/nvidia__Qwen3.6-27B-NVFP4.json").read_text())
+    hw = json.loads((REPO_ROOT / "sparkbench/data/profiles/hardware/dgx-spark.json").read_text())
+    model = json.loads((REPO_ROOT / "sparkbench/data/profiles/models/nvidia__Qwen3.6-27B-NVFP4.json").read_text())
     pm = PacingModel(hw, model, kv_cache_dtype="fp8")
     assert pm.raw_step(1, 0, long_["prompt_tokens"]) > pm.raw_step(1, 0, short["prompt_tokens"])
 
@@ -203,7 +203,6 @@ def test_request_noise_knob_draws_one_seeded_factor_per_request(sim_factory):
 def test_request_noise_knob_rejects_a_negative_value():
     import pytest
 
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
     from vllm_sim.knobs import KnobError, Knobs
     with pytest.raises(KnobError, match="VLLM_SIM_REQUEST_NOISE"):
         Knobs.from_env({"VLLM_SIM_REQUEST_NOISE": "-0.1"})
@@ -217,7 +216,6 @@ def test_a_step_that_takes_in_a_new_request_starts_no_earlier_than_its_arrival()
     period or when over 1 s behind, and never before the arrival of a request it takes in: a
     request that arrived while a late wake-up kept the engine from stepping has its first token
     planned at its arrival plus its prefill, never earlier."""
-    sys.path.insert(0, str(REPO_ROOT / "scripts"))
     from vllm_sim.engine import planned_start
 
     assert planned_start(None, 100.0, None) == 100.0     # idle: from now

@@ -39,8 +39,8 @@ from conftest import REPO_ROOT, image_present
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"
 IMAGE = "sparkbench/vllm-sim-ray:v0.25.0"
-HW = json.loads((REPO_ROOT / "profiles/hardware/dgx-spark.json").read_text())
-GPTOSS = json.loads((REPO_ROOT / "profiles/models/openai__gpt-oss-120b.json").read_text())
+HW = json.loads((REPO_ROOT / "sparkbench/data/profiles/hardware/dgx-spark.json").read_text())
+GPTOSS = json.loads((REPO_ROOT / "sparkbench/data/profiles/models/openai__gpt-oss-120b.json").read_text())
 HEAD, WORKER = "spark-sim11", "spark-sim12"
 HEAD_CTR, WORKER_CTR = f"sparkbench-ray-{HEAD}", f"sparkbench-ray-{WORKER}"
 SERVE = "http://127.0.0.1:8110"

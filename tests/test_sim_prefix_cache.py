@@ -1,4 +1,4 @@
-"""The simulator's prefix cache (scripts/vllm_sim/prefix_cache.py): block hashing of the rendered
+"""The simulator's prefix cache (vllm_sim/prefix_cache.py): block hashing of the rendered
 prompt, hits that cut prefill, LRU bounded by the KV blocks it reports, vLLM's counters
 (``vllm:prefix_cache_queries`` / ``_hits`` in tokens, read with prometheus_client),
 ``usage.prompt_tokens_details.cached_tokens`` under ``--enable-prompt-tokens-details``, the log's
@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import SIM_DIR, port_in
+from vllm_sim import prefix_cache as PC
+from vllm_sim.server import read_messages
 
-sys.path.insert(0, str(SIM_DIR.parent))
-from vllm_sim import prefix_cache as PC  # noqa: E402
-from vllm_sim.server import read_messages  # noqa: E402
+from conftest import port_in
 
 GPT_OSS = "openai/gpt-oss-120b"   # a plain-attention model: 16-token blocks
 WORDS = ("The harbour town woke slowly while fishing boats came in with the tide and gulls followed "

@@ -18,12 +18,10 @@ import pytest
 
 from sparkbench import preflight
 from sparkbench.twin.pacing import PacingModel
+from vllm_sim import unit_account as ua
+from vllm_sim import unit_traffic as ut
 
 from conftest import REPO_ROOT, SIM_DIR, TEST_ENV_DEFAULTS, port_in
-
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-from vllm_sim import unit_account as ua  # noqa: E402
-from vllm_sim import unit_traffic as ut  # noqa: E402
 
 MODEL = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 ARGS = ["--max-num-batched-tokens", "4096"]
@@ -207,8 +205,9 @@ def test_a_busy_co_resident_engine_slows_the_others_decode_by_its_share_of_the_b
     alone = decode_once(probe, 48)      # the neighbour is registered but idle: costs nothing
     assert get(probe, "/sim/info")["unit"]["slowdown"] == 1.0
 
-    hw = json.loads((REPO_ROOT / "profiles/hardware/dgx-spark.json").read_text())
-    pm = PacingModel(hw, json.loads((REPO_ROOT / "profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text()))
+    hw = json.loads((REPO_ROOT / "sparkbench/data/profiles/hardware/dgx-spark.json").read_text())
+    pm = PacingModel(hw, json.loads(
+        (REPO_ROOT / "sparkbench/data/profiles/models/nvidia__Qwen3.6-35B-A3B-NVFP4.json").read_text()))
     expected_busy = share(pm, 3, 3 * 200)
     # steady load: three long streams the neighbour decodes until it is stopped (no client in the loop)
     for _ in range(3):

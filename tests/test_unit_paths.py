@@ -102,7 +102,7 @@ def test_with_unit_resolves_every_launch_spec_and_summary_and_keeps_the_hash(tmp
             f"{SPARK_HOME}/compile/vllm:/root/.cache/vllm", f"{SPARK_HOME}/.cache/flashinfer:/root/.cache/flashinfer"]
         assert new["launch"]["unresolved"] == "" and "<unit home>" not in json.dumps(new)
         # The recorded docker run line is the one a fresh spec with the home gives, and the summary shows it.
-        fresh = launch.launch_spec(new["variant"], {**plan.server_settings(plan._host_variables(v), HOST),
+        fresh = launch.launch_spec(new["variant"], {**plan.server_settings(plan.host_variables(v), HOST),
                                                      "unit_home": SPARK_HOME})
         assert new["launch"]["command"] == fresh["command"]
         assert f"command: {fresh['command']}" in new["summary"]

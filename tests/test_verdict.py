@@ -10,8 +10,6 @@ import pytest
 
 from sparkbench import verdict as vd
 
-from helpers import REPO
-
 pytestmark = pytest.mark.unit
 
 
@@ -145,11 +143,9 @@ def test_samples_single_and_combined():
 
 
 def test_accuracy_benchmark_scores_the_sign_and_merges_shards():
-    """bench/verdict_accuracy.py: "correct" at d > 0 is "differs" with the right (negative) sign;
+    """perf/verdict_accuracy.py: "correct" at d > 0 is "differs" with the right (negative) sign;
     shards of one point are pooled."""
-    import sys
-    sys.path.insert(0, str(REPO / "bench"))
-    import verdict_accuracy as va
+    from perf import verdict_accuracy as va
     shard = {"diff_pct": 3.0, "spreads": [0.02, 0.018], "wall_s": 10.0, "load1": 0.5,
              "verdicts": [{"kind": "differs", "pct": -3.1, "mdd_pct": 2.0},
                           {"kind": "differs", "pct": 3.0, "mdd_pct": 2.5}]}

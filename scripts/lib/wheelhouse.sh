@@ -1,9 +1,9 @@
 # shellcheck shell=bash
-# The host-side wheelhouse of sparkbench's images, sourced by scripts/build_vllm_cpu_image.sh and
-# scripts/build_sim_ray_image.sh. Containers reach no package index (and see neither the host's pip
-# configuration nor its TLS trust), so Python packages are downloaded on the host, with its own
-# pip sources, into a directory outside the repository, and served to `docker build` over the
-# Docker bridge for the duration of the build.
+# The host-side wheelhouse of sparkbench's images, sourced by scripts/lib/build_image.sh (the build
+# of scripts/build_vllm_cpu_image.sh and scripts/build_sim_ray_image.sh). Containers reach no
+# package index (and see neither the host's pip configuration nor its TLS trust), so Python
+# packages are downloaded on the host, with its own pip sources, into a directory outside the
+# repository, and served to `docker build` over the Docker bridge for the duration of the build.
 #
 #   wheelhouse_fill DIR REQUIREMENT BASE_IMAGE SAY   pip download REQUIREMENT (and its dependencies)
 #                                                    into DIR unless DIR/.complete exists; wheels

@@ -1,19 +1,17 @@
-"""Entry point: ``python3 scripts/vllm_sim serve MODEL [flags]`` (and, in the image, ``vllm``).
+"""``python3 scripts/vllm_sim serve MODEL [flags]``: the simulator (the ``vllm_sim`` package beside
+``sparkbench/``) run from a checkout, or from ``/opt/sparkbench`` in the image.
 
-Also dispatches the image's stand-ins: ``python3 scripts/vllm_sim hf download ...`` and
-``python3 scripts/vllm_sim nvidia-smi ...``.
+Also the image's stand-ins: ``python3 scripts/vllm_sim hf download ...``,
+``python3 scripts/vllm_sim nvidia-smi ...`` and ``python3 scripts/vllm_sim dmesg``.
 """
 import os
 import sys
 
-# scripts/ (the vllm_sim package) and the folder above it (sparkbench.twin, the engine model the
-# simulator shares with the predictor: the checkout's root, or /opt/sparkbench in the image)
-_scripts = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [_scripts, os.path.dirname(_scripts)]
+# The folder above scripts/, which holds the vllm_sim package and the sparkbench it uses (the twin,
+# the package's data): the checkout's root, or /opt/sparkbench in the image.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 if __name__ == "__main__":
-    if sys.argv[1:2] in (["nvidia-smi"], ["dmesg"]):  # sampled once a second: skip importing the server
-        from vllm_sim import nvsmi  # noqa: E402
-        sys.exit((nvsmi.main if sys.argv[1] == "nvidia-smi" else nvsmi.dmesg_main)(sys.argv[2:]))
-    from vllm_sim.cli import main  # noqa: E402
+    from vllm_sim.__main__ import main  # noqa: E402
+
     sys.exit(main(sys.argv[1:]))

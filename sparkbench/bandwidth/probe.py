@@ -6,9 +6,9 @@
 
 Standard library, and torch where the image has it; no import of the rest of sparkbench, so the
 file runs alone: roles/spark_host copies it to the unit's work directory and mounts it into a
-throw-away container of the variant's image (``sparkbench.bandwidth.spec``). A simulated host
+throw-away container of the variant's image (``sparkbench.bandwidth.probe_container``). A simulated host
 never runs it: the simulator image's stand-in answers there (``vllm bandwidth-probe``,
-scripts/vllm_sim/bandwidth.py) in the same shape.
+vllm_sim/bandwidth.py) in the same shape.
 
 Methods (``method``; ``gbps`` is always the streaming read):
 

@@ -22,7 +22,7 @@ from ..measure.bandwidth import parse_output
 
 if TYPE_CHECKING:
     from ..measure.bandwidth import BandwidthReading
-    from .spec import ProbeSpec
+    from .probe_container import ProbeSpec
 
 #: A probe that costs less than this many seconds also runs between variants.
 BETWEEN_MAX_S = 10.0
@@ -76,7 +76,7 @@ def why_not(run: ProbeRun) -> str:
 
 def reading(run: ProbeRun, spec: ProbeSpec, cost_s: float) -> BandwidthReading:
     """The reading of one probe run (see the module docstring). ``spec``: the plan's ``probe``
-    (``sparkbench.bandwidth.spec``); ``cost_s``: seconds the step took."""
+    (``sparkbench.bandwidth.probe_container``); ``cost_s``: seconds the step took."""
     run = run or {}
     out = parse_output((run.get("container") or {}).get("Output") if isinstance(run.get("container"), Mapping)
                        else None)

@@ -6,7 +6,7 @@ filters ``ray_cluster_spec``, ``ray_status_parse``, ``ray_cluster_check``,
 ``ray_cluster_with_addresses``) and the result (``cluster_block``). Facts with sources:
 ``shared/reference/multispark.md``. One module per concern, every name importable from here:
 
-* ``spec``: ``world_size(args) -> (tp, pp)``; world = TP × PP GPUs (vLLM places one worker per GPU).
+* ``cluster_spec``: ``world_size(args) -> (tp, pp)``; world = TP × PP GPUs (vLLM places one worker per GPU).
   ``is_cluster_variant(args, gpus_per_node)``: TP × PP > GPUs of one node (``gpus_per_node`` of
   the hardware profile, default ``GPUS_PER_NODE`` = 1: a Spark has one GB10).
   ``cluster_spec(name, members)``: the inventory group's hosts (head first) and their variables
@@ -21,18 +21,14 @@ filters ``ray_cluster_spec``, ``ray_status_parse``, ``ray_cluster_check``,
 * ``node_facts``: the role's probes (``parse_node_probe``, ``parse_iperf3``, ``parse_ib_write_bw``)
   and ``link_summary``.
 * ``soundness``: ``check(spec, status, probe, node_facts)``: ``{ok, failures: [{id, host, reason,
-  remedy}], nodes, link}``, reasons and remedies from ``roles/vllm_server/files/known_issues.yml``
+  remedy}], nodes, link}``, reasons and remedies from ``sparkbench/data/known_issues.yml``
   (entries with ``cluster_check: true``); ``failure_message``.
-* ``block``: ``cluster_block(...)``: the result document's ``cluster`` object.
+* ``result_block``: ``cluster_block(...)``: the result document's ``cluster`` object.
 * ``shapes``: the ``TypedDict`` classes of the spec, ``ray status``, the role's probes and facts,
   the check's result and the ``cluster`` block.
 """
 
-from .block import VLLM_WORKER_CLASS, cluster_block
-from .node_facts import link_summary, parse_ib_write_bw, parse_iperf3, parse_node_probe
-from .ray_status import last_line, parse_ray_status
-from .soundness import check, failure_message
-from .spec import (
+from .cluster_spec import (
     CONTAINER_SERVE_PORT,
     EXPECTED_SPEED_MBPS,
     GPU_LESS_SHM_SIZE,
@@ -49,6 +45,10 @@ from .spec import (
     with_homes,
     world_size,
 )
+from .node_facts import link_summary, parse_ib_write_bw, parse_iperf3, parse_node_probe
+from .ray_status import last_line, parse_ray_status
+from .result_block import VLLM_WORKER_CLASS, cluster_block
+from .soundness import check, failure_message
 
 __all__ = [
     "CONTAINER_SERVE_PORT", "EXPECTED_SPEED_MBPS", "GPUS_PER_NODE", "GPU_LESS_SHM_SIZE", "LINK_THRESHOLD_GBPS",

@@ -8,8 +8,8 @@ import json
 import re
 from collections.abc import Mapping
 
+from .cluster_spec import EXPECTED_SPEED_MBPS, LINK_THRESHOLD_GBPS
 from .shapes import ClusterSpec, LinkMeasurement, LinkSummary, NodeFacts
-from .spec import EXPECTED_SPEED_MBPS, LINK_THRESHOLD_GBPS
 
 
 def parse_node_probe(text: object, interface: str) -> NodeFacts:

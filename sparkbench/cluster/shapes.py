@@ -72,7 +72,7 @@ class _SpecNodeBase(TypedDict):
 
 
 class SpecNode(_SpecNodeBase, total=False):
-    """One node of the spec: its container, address and ``ray start`` command line; ``spec._node``,
+    """One node of the spec: its container, address and ``ray start`` command line; ``cluster_spec._node``,
     completed by ``cluster_spec`` / ``with_addresses`` (``env``, ``command``, ``entrypoint``: None
     until every address is known; ``_host_env``: its ``vllm_server_env`` until then)."""
 

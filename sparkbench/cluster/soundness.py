@@ -1,5 +1,5 @@
 """The cluster check: is the cluster sound before a model loads? Every failure carries an id of
-``roles/vllm_server/files/known_issues.yml`` (entries with ``cluster_check: true``) with its
+``sparkbench/data/known_issues.yml`` (entries with ``cluster_check: true``) with its
 reason and remedy."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The units around the variant: a cluster variant's Ray cluster (``cluster``,
 sparkbench.cluster.cluster_block) and what co-residence costs on a unit with residents
-(``coresidence``, sparkbench.interference.block.coresidence)."""
+(``coresidence``, sparkbench.interference.coresidence.coresidence)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ class Load(Block):
 
 
 class Coresidence(Block):
-    ("bench_interference (sparkbench.interference.block.coresidence, its one owner): what co-residence costs this "
+    ("bench_interference (sparkbench.interference.coresidence.coresidence, its one owner): what co-residence costs this "
      "variant on a unit with residents. The document's own figures are the variant alone (the residents stopped "
      "for its measurement); here its single-stream requests beside the residents idle and under a steady "
      "background load against each resident's port, each with its verdict against alone in the Trust contract's "

@@ -1,4 +1,4 @@
-"""The deployment record (``sparkbench.serve.record``): what runs as a resident, from which result,
+"""The deployment record (``sparkbench.serve.deployment_records``): what runs as a resident, from which result,
 since when, what it replaced; on the controller ``<bench_results_dir>/.deployments/<host>/`` and on
 the unit.
 
@@ -19,9 +19,9 @@ from .base import Closed, Count, Int, NonNegative, Positive
 from .figures import SingleMedian
 
 SCHEMA_VERSION = "1"
-#: = sparkbench.serve.record.KIND
+#: = sparkbench.serve.deployment_records.KIND
 KIND = "sparkbench.deployment"
-#: a record's state (= sparkbench.serve.record.STATES)
+#: a record's state (= sparkbench.serve.deployment_records.STATES)
 State = Literal["deployed", "failed", "undeployed", "replaced"]
 #: the stage a deploy failed at (playbooks/tasks/serve_deploy.yml ``serve_stage``; = the keys of record.REMEDY)
 FailedStage = Literal["start", "canary", "promote", "unreachable"]
@@ -41,7 +41,7 @@ class RecordSource(Closed, SingleMedian):
 
 
 class Placement(Closed):
-    ("where the candidate started (sparkbench.serve.spec.placement): fresh, beside the previous resident or in "
+    ("where the candidate started (sparkbench.serve.deploy_plan.placement): fresh, beside the previous resident or in "
      "its place, and the numbers that decided")
     mode: Literal["fresh", "beside", "replace"]
     reason: str
@@ -88,7 +88,7 @@ class RecordFailure(Closed):
 
 
 class DeploymentRecord(Closed):
-    ("One deployment record (sparkbench.serve.record, its one owner): deployed, failed (rolled back), undeployed "
+    ("One deployment record (sparkbench.serve.deployment_records, its one owner): deployed, failed (rolled back), undeployed "
      "or replaced")
     kind: Literal["sparkbench.deployment"]
     schema_version: Literal["1"] = Field(

@@ -25,13 +25,13 @@ SCHEMA_VERSION = "1"
 HealthVerdict = Literal["healthy", "slow", "failed"]
 #: the kind of a comparison (``sparkbench.verdict.compare_samples``)
 VerdictKind = Literal["differs", "no_difference", "not_enough"]
-#: the figures of a unit's canary (``sparkbench.health.unit_figures``): all of them or none
+#: the figures of a unit's canary (``sparkbench.unit_figures.unit_figures``): all of them or none
 CANARY_FIGURES = ("decode_tok_s", "n", "clock_under_load_mhz", "clock_max_mhz", "clock_share_of_max", "power_w",
                   "temperature_c", "flags", "manifest", "simulated")
 
 
 class ManifestFields(Closed):
-    ("the canary's manifest fields compared with the peers' majority (sparkbench.health.MANIFEST_FIELDS); null "
+    ("the canary's manifest fields compared with the peers' majority (sparkbench.unit_figures.MANIFEST_FIELDS); null "
      "where the result does not record one")
     driver: Optional[str]
     kernel: Optional[str]
@@ -105,7 +105,7 @@ class DeploymentFigures(Comparison):
 
 
 class UnitFigures(Closed):
-    ("a unit's canary figures (sparkbench.health.unit_figures): none without a canary result; with the verdicts "
+    ("a unit's canary figures (sparkbench.unit_figures.unit_figures): none without a canary result; with the verdicts "
      "(peers, history, a resident's deployment) once the canary measured")
     decode_tok_s: Optional[NonNegative] = Field(None, description="single-stream median [tok/s]")
     n: Count = Field(None, description="valid single-stream requests")
@@ -148,7 +148,7 @@ class UnitFailure(Closed):
 
 
 class ResidentRef(Closed):
-    ("the resident a unit's canary measured (playbooks/serve.yml; sparkbench.serve.health)")
+    ("the resident a unit's canary measured (playbooks/serve.yml; sparkbench.serve.health_canary)")
     name: Optional[str]
     variant: Optional[str]
     deployed_at: Optional[str]

@@ -1,12 +1,14 @@
 """``schema/result.schema.json``, generated from the models (JSON Schema draft 2020-12).
 
-The checked-in file is this module's output, never edited by hand: after a change to a model,
-regenerate it with
+The checked-in files are this module's output, never edited by hand: ``schema/result.schema.json``
+at the checkout's root and the package's own copy, ``sparkbench/data/result.schema.json``, which
+the writer validates every document against (``sparkbench.result``). After a change to a model,
+regenerate both with
 
     .venv/bin/python -m sparkbench.documents.schema --write
 
-(``--check`` exits 1 when the file is stale; ``scripts/sparkbench schema`` prints the schema).
-``tests/test_result_models.py`` holds the file equal to :func:`schema_text`.
+(``--check`` exits 1 when either is stale; ``scripts/sparkbench schema`` prints the schema).
+``tests/test_result_models.py`` holds both equal to :func:`schema_text`.
 
 The generator (:class:`ResultSchema`) is pydantic's, with the schema's own conventions: no
 ``title`` but the document's own and those of its two kinds, no ``default`` (a default only stands
@@ -29,8 +31,12 @@ from pydantic.json_schema import GenerateJsonSchema
 from .result import ResultDocument
 
 SCHEMA_ID = "https://sparkbench.invalid/schema/result.schema.json"
-#: = sparkbench.paths.SCHEMA_PATH (this package imports nothing of sparkbench but measure; a test holds them equal)
+#: the checkout's copy, at its root
 SCHEMA_FILE = Path(__file__).resolve().parent.parent.parent / "schema" / "result.schema.json"
+#: the package's copy = sparkbench.package_data.RESULT_SCHEMA (this package imports nothing of sparkbench
+#: but measure; a test holds them equal)
+PACKAGE_SCHEMA_FILE = Path(__file__).resolve().parent.parent / "data" / "result.schema.json"
+SCHEMA_FILES = (SCHEMA_FILE, PACKAGE_SCHEMA_FILE)
 #: the order of the keywords in every schema of the file (others after them, by name)
 KEY_ORDER = ("$schema", "$id", "$ref", "title", "description", "type", "const", "enum", "pattern", "minimum",
              "exclusiveMinimum", "maximum", "maxLength", "minItems", "anyOf", "allOf", "not", "items",
@@ -105,20 +111,23 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m sparkbench.documents.schema",
                                 description="print the result schema generated from sparkbench.documents")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="rewrite the schema file")
-    mode.add_argument("--check", action="store_true", help="exit 1 when the schema file differs from the models")
-    p.add_argument("--file", type=Path, default=SCHEMA_FILE, help=f"the schema file (default: {SCHEMA_FILE})")
+    mode.add_argument("--write", action="store_true", help="rewrite the schema files")
+    mode.add_argument("--check", action="store_true", help="exit 1 when a schema file differs from the models")
+    p.add_argument("--file", type=Path, help="one schema file (default: both, "
+                                             + " and ".join(map(str, SCHEMA_FILES)) + ")")
     args = p.parse_args(argv)
     text = schema_text()
+    files = (args.file,) if args.file else SCHEMA_FILES
     if args.write:
-        args.file.write_text(text, encoding="utf-8")
-        print(f"wrote {args.file}")
+        for file in files:
+            file.write_text(text, encoding="utf-8")
+            print(f"wrote {file}")
         return 0
     if args.check:
-        same = args.file.is_file() and args.file.read_text(encoding="utf-8") == text
-        if not same:
-            print(f"{args.file} is stale: run python -m sparkbench.documents.schema --write", file=sys.stderr)
-        return 0 if same else 1
+        stale = [file for file in files if not (file.is_file() and file.read_text(encoding="utf-8") == text)]
+        for file in stale:
+            print(f"{file} is stale: run python -m sparkbench.documents.schema --write", file=sys.stderr)
+        return 1 if stale else 0
     sys.stdout.write(text)
     return 0
 

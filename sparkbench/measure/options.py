@@ -94,7 +94,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("quality_max_tokens", "--quality-max-tokens", "int", 4096, "token budget of each quality and image "
        "request", "quality", minimum=1, example="4096"),
     _o("quality_file", "--quality-file", "text", None, "quality prompts and checks (default: measure.pyz's own "
-       "quality.json, else the one beside the measure package, else the checkout's profiles/quality.json)", "quality", setting=False,
+       "quality.json, else the one beside the measure package, else sparkbench/data/prompts/quality.json)", "quality", setting=False,
        metavar="FILE"),
     _o("sandbox_image", "--sandbox-image", "text", None, "Docker image already on this host (with python3) to run "
        "generated code in", "quality", setting=False, metavar="IMAGE"),
@@ -121,7 +121,8 @@ OPTIONS: tuple[Option, ...] = (
        "checkout: python3 sparkbench/bandwidth/probe.py --device cuda, or cpu for a CPU profile; 'off' to skip)",
        "run", setting=False, metavar="CMD"),
     _o("profiles_dir", "--profiles-dir", "text", None, "where --hardware names and model profiles are looked up "
-       "(default: the checkout's profiles/, else the directory measure runs from)", "run", setting=False,
+       "(default: sparkbench's built-in profiles, the checkout's profiles/ over them, else the directory "
+       "measure runs from)", "run", setting=False,
        metavar="DIR"),
     _o("target_precision_pct", "--target-precision", "float", None, "after --runs valid runs, keep measuring "
        "single-stream requests until the 95 %% bootstrap interval of the median decode rate has a half-width "
@@ -174,7 +175,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("tools", "--tools", "flag", False, "run the tool-call check (prompts and tools from --tools-file; "
        "BFCL-style verdicts)", "tools"),
     _o("tools_file", "--tools-file", "text", None, "tools and prompts (default: measure.pyz's own tools.json, "
-       "else the one beside the measure package, else the checkout's profiles/tools.json)", "tools", setting=False,
+       "else the one beside the measure package, else sparkbench/data/prompts/tools.json)", "tools", setting=False,
        metavar="FILE"),
     _o("tools_skip", "--tools-skip", "text", None, "with --tools: send nothing and record every prompt as skipped "
        "with REASON (the plan's refusal of a check the server cannot answer, with its fix)", "tools",

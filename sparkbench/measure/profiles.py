@@ -7,9 +7,10 @@ import zipfile
 
 from .shapes import JSON, JSONObject
 
-#: Where measure's data files live: in the checkout, profiles/ (the simulator's answer book reads
-#: quality.json there too); on a unit, inside ``measure.pyz`` (sparkbench.measure_bundle packs
-#: them at its root), or beside a copy of the package directory.
+#: Where measure's data files live: on a unit, inside ``measure.pyz`` (sparkbench.measure_bundle packs
+#: them at its root), or beside a copy of the package directory; in the checkout (or an installed
+#: sparkbench), sparkbench's package data beside this package (``sparkbench/data``: the prompts and
+#: the built-in profiles), with the user's own profiles in the checkout's profiles/ over the built-in ones.
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -26,8 +27,14 @@ def install_dir() -> str:
 
 
 def checkout_profiles() -> str:
-    """profiles/ of the checkout this package is in (``sparkbench/measure`` -> ``profiles``)."""
+    """The user's own profiles/ of the checkout this package is in (``sparkbench/measure`` -> ``profiles``)."""
     return os.path.normpath(os.path.join(PACKAGE_DIR, "..", "..", "profiles"))
+
+
+def package_data(*parts: str) -> str:
+    """A path in sparkbench's package data beside this package (``sparkbench/measure`` ->
+    ``sparkbench/data``; the same files ``sparkbench.package_data`` names)."""
+    return os.path.normpath(os.path.join(PACKAGE_DIR, "..", "data", *parts))
 
 
 def _member(path: str) -> tuple[str, str] | None:
@@ -39,8 +46,8 @@ def _member(path: str) -> tuple[str, str] | None:
 
 def data_file(name: str) -> str:
     """``name`` (quality.json, tools.json): measure.pyz's own copy (``<measure.pyz>/<name>``), else
-    the file beside the package directory, else the checkout's profiles/ (the path reported in the
-    error when none exists)."""
+    the file beside the package directory, else sparkbench's own (``sparkbench/data/prompts``; the
+    path reported in the error when none exists)."""
     arc = archive()
     if arc:
         try:
@@ -50,7 +57,7 @@ def data_file(name: str) -> str:
         except (OSError, zipfile.BadZipFile):
             pass
     beside = os.path.join(install_dir(), name)
-    return beside if os.path.exists(beside) else os.path.join(checkout_profiles(), name)
+    return beside if os.path.exists(beside) else package_data("prompts", name)
 
 
 def read_json(path: str, option: str) -> JSON:
@@ -70,9 +77,19 @@ def read_json(path: str, option: str) -> JSON:
 
 
 def default_profiles_dir() -> str:
-    """The checkout's profiles/ when present, else the directory measure runs from."""
-    repo = checkout_profiles()
-    return repo if os.path.isdir(repo) else install_dir()
+    """sparkbench's built-in profiles (``sparkbench/data/profiles``) when present, else the directory
+    measure runs from."""
+    built_in = package_data("profiles")
+    return built_in if os.path.isdir(built_in) else install_dir()
+
+
+def search_dirs(profiles_dir: str) -> list[str]:
+    """Where a profile is looked up: ``profiles_dir``; when that is the built-in profiles, the
+    checkout's profiles/ first (the user's own, over a built-in one of the same name)."""
+    own = checkout_profiles()
+    if os.path.normpath(profiles_dir) == package_data("profiles") and os.path.isdir(own):
+        return [own, profiles_dir]
+    return [profiles_dir]
 
 
 def _bandwidth(profile: JSON) -> float | None:
@@ -110,22 +127,19 @@ def hardware_names(profiles_dir: str) -> list[str]:
 
 
 def load_hardware(spec: str, profiles_dir: str) -> tuple[JSONObject, str]:
-    """The hardware profile named by --hardware (a name in profiles_dir, or a JSON file) and its
-    path. Raises ValueError with a one-line message that names the option."""
+    """The hardware profile named by --hardware (a name in profiles_dir, ``search_dirs``, or a JSON
+    file) and its path. Raises ValueError with a one-line message that names the option."""
     as_file = spec.endswith(".json") or os.sep in spec or os.path.isfile(spec)
     if as_file:
         path = spec
         if not os.path.isfile(path):
             raise ValueError(f"argument --hardware: file {spec} does not exist")
     else:
-        path = ""
-        for cand in (os.path.join(profiles_dir, "hardware", spec + ".json"),
-                     os.path.join(profiles_dir, spec + ".json")):
-            if os.path.isfile(cand):
-                path = cand
-                break
+        dirs = search_dirs(profiles_dir)
+        path = next((cand for d in dirs for cand in (os.path.join(d, "hardware", spec + ".json"),
+                                                      os.path.join(d, spec + ".json")) if os.path.isfile(cand)), "")
         if not path:
-            names = hardware_names(profiles_dir)
+            names = sorted({name for d in dirs for name in hardware_names(d)})
             raise ValueError(f"argument --hardware: no hardware profile {spec!r} in {profiles_dir} "
                              f"(--profiles-dir); available: {', '.join(names) if names else 'none'}")
     try:
@@ -140,9 +154,10 @@ def load_hardware(spec: str, profiles_dir: str) -> tuple[JSONObject, str]:
 
 
 def load_model_profile(model: str, profiles_dir: str) -> tuple[JSONObject | None, str | None]:
-    """profiles_dir/models/<org>__<name>.json for a served model id, when it exists."""
+    """profiles_dir/models/<org>__<name>.json for a served model id (``search_dirs``), when it exists."""
     name = model.replace("/", "__") + ".json"
-    for cand in (os.path.join(profiles_dir, "models", name), os.path.join(profiles_dir, name)):
+    dirs = search_dirs(profiles_dir)
+    for cand in (c for d in dirs for c in (os.path.join(d, "models", name), os.path.join(d, name))):
         if os.path.isfile(cand):
             try:
                 with open(cand, encoding="utf-8") as f:

@@ -17,7 +17,7 @@ _THINK = re.compile(r"<think>.*?(</think>|$)", re.S)
 _CODE = re.compile(r"```[ \t]*(?:python3?|py)[^\n]*\n(.*?)```", re.S | re.I)
 
 
-# ---- the quality file (--quality-file; profiles/quality.json) --------------------------------------
+# ---- the quality file (--quality-file; sparkbench/data/prompts/quality.json) ----------------------
 class QualityCheck(TypedDict, total=False):
     """How one question is judged: ``type`` and that type's fields (the quality file)."""
 
@@ -259,5 +259,5 @@ def names_colour(answer: str, expected: str, palette: list[str]) -> tuple[bool, 
 
 
 def default_quality_file() -> str:
-    """measure.pyz's own quality.json, else the one beside the package, else the checkout's."""
+    """measure.pyz's own quality.json, else the one beside the package, else sparkbench's own."""
     return data_file("quality.json")

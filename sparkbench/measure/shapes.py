@@ -140,13 +140,11 @@ class ClientBlock(TypedDict):
     script_version: str
 
 
-class SettingsBlock(TypedDict):
-    """``settings``: every option of ``options.OPTIONS`` as the run used it (its ``result_key`` or
-    dest; the API key only as ``api_key_set``); ``document.settings_block``."""
+class SharedSettings(TypedDict):
+    """The settings the controller passes to measure (``sparkbench.settings.Settings``) that the
+    run's ``settings`` block records under the same name and type (``SettingsBlock``): the rows of
+    ``options.OPTIONS`` with a ``setting`` whose key is their result key, in the table's order."""
 
-    base_url: str
-    model: str | None
-    api_key_set: bool
     output_tokens: int
     runs: int
     warmup: int
@@ -154,30 +152,16 @@ class SettingsBlock(TypedDict):
     context: list[int]
     quality: bool
     quality_max_tokens: int
-    quality_file: str | None
-    sandbox_image: str | None
     image: bool
     telemetry: Literal["auto", "off"]
-    nvidia_smi: str | None
-    kernel_log: str | None
-    request_timeout: float
-    stall_timeout: float
-    out: str
-    hardware: str | None
-    bandwidth_probe: str | None
-    profiles_dir: str | None
     target_precision_pct: float | None
     max_runs: int | None
-    rate: list[float | str] | None
     rate_duration_s: float
     rate_requests: int | None
-    burstiness: float | str
     rate_seed: int
     rate_max_concurrency: int | None
-    slo: dict[str, float] | None
     rate_search: float | None
     search_by: Literal["rate", "concurrency"]
-    replay: str | None
     prefix_tokens: int
     prefix_requests: int
     prefix_suffix_tokens: int
@@ -187,10 +171,35 @@ class SettingsBlock(TypedDict):
     turn_tokens: int
     turn_output_tokens: int
     tools: bool
-    tools_file: str | None
-    tools_skip: str | None
     tool_choice: Literal["auto", "required", "named"]
     tools_max_tokens: int
+
+
+class SettingsBlock(SharedSettings):
+    """``settings``: every option of ``options.OPTIONS`` as the run used it (its ``result_key`` or
+    dest; the API key only as ``api_key_set``); ``document.settings_block``. The settings shared
+    with the controller's are ``SharedSettings``; the rest are measure's own options and the ones
+    it records in its own form (``request_timeout``, ``rate``, ``burstiness``, ``slo``)."""
+
+    base_url: str
+    model: str | None
+    api_key_set: bool
+    quality_file: str | None
+    sandbox_image: str | None
+    nvidia_smi: str | None
+    kernel_log: str | None
+    request_timeout: float
+    stall_timeout: float
+    out: str
+    hardware: str | None
+    bandwidth_probe: str | None
+    profiles_dir: str | None
+    rate: list[float | str] | None
+    burstiness: float | str
+    slo: dict[str, float] | None
+    replay: str | None
+    tools_file: str | None
+    tools_skip: str | None
 
 
 class ErrorEntry(TypedDict):

@@ -123,7 +123,7 @@ class ToolsBlock(ToolsSummary):
 
 
 def default_tools_file() -> str:
-    """measure.pyz's own tools.json, else the one beside the package, else the checkout's."""
+    """measure.pyz's own tools.json, else the one beside the package, else sparkbench's own."""
     return data_file("tools.json")
 
 

@@ -10,7 +10,7 @@ The share, as vLLM takes it:
   cache (default ``CPU_KV_DEFAULT_GIB``) plus the weights plus ``CPU_RUNTIME_GB`` for the runtime.
 
 Inside it (per unit of a tensor / pipeline parallel cluster): the weights, one sequence's KV cache
-at ``--max-model-len`` for the KV-cache dtype (``sparkbench.predict.memory``, the same arithmetic
+at ``--max-model-len`` for the KV-cache dtype (``sparkbench.memory.fit``, the same arithmetic
 ``sparkbench predict`` uses), activations and CUDA graphs (the model profile's ``memory`` block,
 ``activations_gb`` / ``cuda_graphs_gb``, where it has one; otherwise the stated allowances below,
 none of them measured), and what is left for more sequences. ``--enforce-eager`` captures no
@@ -26,10 +26,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from ..engine_config import VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, PredictInputError, TwinConfig, _as_mapping
 from ..errors import InputError
 from ..launch import normalize_args
-from ..predict.config import VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, PredictInputError, TwinConfig, _as_mapping
-from ..predict.memory import GB, context_reason, model_context, share_fit
+from .fit import GB, context_reason, model_context, share_fit
 
 if TYPE_CHECKING:
     from ..launch import EnvValues, FlagValue
@@ -44,7 +44,7 @@ ACTIVATIONS_GB = 2.0
 CUDA_GRAPHS_GB = 1.0
 #: A CPU host: Python, torch and activations beside VLLM_CPU_KVCACHE_SPACE (GB, stated).
 CPU_RUNTIME_GB = 2.0
-#: VLLM_CPU_KVCACHE_SPACE when unset (GiB), as sparkbench.serve.spec reckons a CPU unit's need.
+#: VLLM_CPU_KVCACHE_SPACE when unset (GiB), as sparkbench.serve.deploy_plan reckons a CPU unit's need.
 CPU_KV_DEFAULT_GIB = 4.0
 #: vLLM's texts, with where they come from.
 VLLM_CONTEXT = ("Value error, User-specified max_model_len ({context}) is greater than the derived max_model_len "
@@ -102,7 +102,7 @@ class _RowRequired(TypedDict):
 class MemoryRow(_RowRequired, total=False):
     """One row of a unit's memory plan: the system's reserve and a declared tenant
     (``sparkbench.memory.unit``), an engine (``engine_row``: the engine's keys) or a resident
-    (``sparkbench.memory.residents.rows``: an engine's keys, or its share unknown, and where it runs)."""
+    (``sparkbench.memory.resident_rows.rows``: an engine's keys, or its share unknown, and where it runs)."""
 
     model: str
     utilization: float | None

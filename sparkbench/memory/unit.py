@@ -1,7 +1,7 @@
 """The unit's memory plan: what lives in one unit's memory when a new engine starts, and whether
 it fits, checked on the controller before any container starts.
 
-The rows: the system's reserve, the residents already on the unit (``sparkbench.memory.residents``),
+The rows: the system's reserve, the residents already on the unit (``sparkbench.memory.resident_rows``),
 the declared non-vLLM tenants (``bench_tenants: [{name, gb}]`` per host: a RAG store, ComfyUI), and
 the new engine (``sparkbench.memory.engine``). The plan fits when their sum is at most the unit's
 total: vLLM refuses to start an engine whose share is more than what is free ("Free memory on

@@ -8,7 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..paths import PROFILES_DIR, model_profile_path
+from ..package_data import model_profile_file
+from ..paths import PROFILES_DIR
 from .hub import read_hub
 from .profile import ProfileMismatch, build_profile, write_profile
 from .sources import ModelFilesError, read_folder
@@ -68,7 +69,7 @@ def profile_command(model: str, model_id: str | None, profiles_dir: str | None, 
     if not model_id or model_id.count("/") != 1:
         print(f"sparkbench profile: {model} does not name its model; pass --id ORG/NAME", file=sys.stderr)
         return EXIT_BAD_INPUT
-    hand_path = model_profile_path(model_id, where)
+    hand_path = model_profile_file(model_id, where)  # the user's, else the built-in one
     hand = json.loads(hand_path.read_text(encoding="utf-8")) if hand_path.exists() else None
     try:
         profile = build_profile(files, model_id, hand)

@@ -1,4 +1,4 @@
-"""A model profile (``profiles/models/<org>__<name>.json``) from the model's own files.
+"""A model profile (the user's ``profiles/models/<org>__<name>.json``) from the model's own files.
 
 Without a hand profile, the profile is the files' facts. With one, the hand profile's fields are
 kept (its fitted and recipe fields: pacing calibration, MTP acceptance, parsers, revision) and
@@ -69,7 +69,8 @@ def build_profile(files: ModelFiles, model_id: str, hand: dict | None = None) ->
 
 
 def write_profile(profile: dict, profiles_dir: str | Path) -> Path:
-    """Write the profile where the plan and the simulator look for it."""
+    """Write the profile to ``profiles_dir``, the user's own profiles, where the plan and the
+    simulator look first (over a built-in profile of the same name)."""
     path = model_profile_path(profile["id"], profiles_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_atomic(path, (json.dumps(profile, indent=2) + "\n").encode("utf-8"))

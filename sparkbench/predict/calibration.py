@@ -10,95 +10,19 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import history
+from ..engine_config import PredictInputError, TwinConfig, build_twin, decode_rate
 from ..measure.figures import SINGLE_DECODE
-from .config import PredictInputError, TwinConfig, build_twin, decode_rate
+from .twin_rate import bandwidth_of, probe_gbps, ratio, variant_of
 
 if TYPE_CHECKING:
-    from ..matrix import Variant
-    from ..measure.bandwidth import BandwidthProbes
     from ..plan_types import HardwareProfile, ModelProfile
     from ..result_shapes import StoredResult
     from .shapes import Calibration, CalibrationRow, LaunchFit
-
-#: simulator knobs that set the pace outright (the run says nothing of the unit's speed)
-PACE_OVERRIDES = ("VLLM_SIM_RATE", "VLLM_SIM_SPEEDUP")
-
-
-def _bandwidth(doc: StoredResult) -> BandwidthProbes | None:
-    """The result's ``protocol.bandwidth`` as it lies (None where there is none)."""
-    protocol = doc.get("protocol")
-    return protocol.get("bandwidth") if protocol else None
-
-
-def _variant(doc: StoredResult) -> Variant | None:
-    """The result's ``variant``, None where it has none."""
-    return doc.get("variant") or None
-
-
-def probe_gbps(doc: StoredResult) -> float | None:
-    """The bandwidth probe's reading in a result (``protocol.bandwidth``), GB/s, or None."""
-    bw = _bandwidth(doc)
-    value = bw.get("gbps") if isinstance(bw, Mapping) else None
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def bandwidth_scale(gbps: float | None, hardware: HardwareProfile, method: str | None = None) -> float:
-    """A probe's reading against what a sound unit of this hardware reads: the data-sheet bandwidth
-    x the hardware profile's ``probe.stream_read_share`` (a Spark streams about 85 % of its 273 GB/s
-    with a simple read; the simulator's stand-in answers the same share). 1 without a reading, a
-    data-sheet bandwidth or that share."""
-    share = (hardware.get("probe") or {}).get("stream_read_share") if isinstance(hardware.get("probe"), Mapping) else None
-    sheet = hardware.get("memory_bandwidth_gbps")
-    if not gbps or not share or not sheet:
-        return 1.0
-    return float(gbps) / (float(sheet) * float(share))
-
-
-def _skip_reason(doc: StoredResult) -> str | None:
-    if doc.get("status") != "complete":
-        return f"status {doc.get('status')}"
-    variant = _variant(doc)
-    env = {**((variant.get("env") if variant else None) or {}), **((doc.get("launch") or {}).get("env") or {})}
-    forced = [k for k in PACE_OVERRIDES if k in env]
-    if forced:
-        return f"simulator pace set by {', '.join(forced)}"
-    if not ((doc.get("profile") or {}).get("model") and (doc.get("profile") or {}).get("hardware")):
-        return "no model or hardware profile in the result"
-    return None
-
-
-def twin_single(doc: StoredResult) -> float | None:
-    """The twin's single-stream tok/s for a result (its model, flags, vLLM version and hardware, at
-    the bandwidth its probe read), without a unit's calibration; None when not comparable."""
-    if _skip_reason(doc):
-        return None
-    prof = doc["profile"]
-    model, hardware = prof["model"], prof["hardware"]
-    if not (model and hardware):  # _skip_reason has seen to both
-        return None
-    bw = _bandwidth(doc)
-    scale = bandwidth_scale(probe_gbps(doc), hardware, bw.get("method") if isinstance(bw, Mapping) else None)
-    variant, server = _variant(doc), doc.get("server")
-    try:
-        twin = build_twin(model, hardware, TwinConfig.from_args(variant.get("args") if variant else None),
-                          str((server.get("version") if server else None) or "0.25.0"), scale)
-        return decode_rate(twin)
-    except (PredictInputError, KeyError, TypeError, ValueError, ZeroDivisionError):
-        return None
-
-
-def ratio(doc: StoredResult) -> float | None:
-    """measured single-stream median / the twin's rate for this result (None: not comparable)."""
-    measured = SINGLE_DECODE.read(doc)
-    predicted = twin_single(doc)
-    if predicted is None or not isinstance(measured, (int, float)) or measured <= 0:
-        return None
-    return float(measured) / predicted
 
 
 def calibration_rows(results_dir: str | Path, host: str) -> list[CalibrationRow]:
@@ -113,7 +37,7 @@ def calibration_rows(results_dir: str | Path, host: str) -> list[CalibrationRow]
             continue
         r = ratio(doc)
         if r is not None:
-            variant, bw = _variant(doc), _bandwidth(doc)
+            variant, bw = variant_of(doc), bandwidth_of(doc)
             out.append({"run_id": row["run_id"], "variant": row["variant"],
                         "model": variant.get("model") if variant else None,
                         "measured": row["single_median"], "ratio": r, "bandwidth_gbps": probe_gbps(doc),
@@ -158,7 +82,7 @@ def launch_fit(results_dir: str | Path, host: str, model_id: str, hardware: Hard
             continue
         doc: StoredResult = json.loads(Path(row["path"]).read_text(encoding="utf-8"))
         gbps = probe_gbps(doc)
-        variant_block = _variant(doc)
+        variant_block = variant_of(doc)
         if (variant_block.get("model") if variant_block else None) != model_id or not gbps:
             continue
         config = TwinConfig.from_args(variant_block.get("args") if variant_block else None)

@@ -1,6 +1,7 @@
 """``sparkbench predict MODEL [--hardware NAME] [--host HOST] [--args JSON]``: the predicted decode
-speed before the model is downloaded. MODEL is a model with a profile (``profiles/models``), a
-model folder, or ORG/NAME on the Hub (its config.json and safetensors headers only)."""
+speed before the model is downloaded. MODEL is a model with a profile (built in, or the user's in
+``profiles/models``), a model folder, or ORG/NAME on the Hub (its config.json and safetensors
+headers only)."""
 from __future__ import annotations
 
 import json
@@ -9,15 +10,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from ..engine_config import PredictInputError, TwinConfig, json_mapping
 from ..modelfiles.command import is_hub_id
 from ..modelfiles.hub import read_hub
 from ..modelfiles.profile import build_profile
 from ..modelfiles.sources import ModelFilesError, read_folder
-from ..paths import DEFAULT_RESULTS_DIR, PROFILES_DIR, hardware_profile_path, model_profile_path
-from .calibration import bandwidth_scale, calibrate, calibration_rows, launch_fit
-from .config import PredictInputError, TwinConfig
+from ..package_data import hardware_names, hardware_profile_file, model_profile_file
+from ..paths import DEFAULT_RESULTS_DIR, PROFILES_DIR
+from .calibration import calibrate, calibration_rows, launch_fit
 from .estimate import predict
 from .published import fit_rows
+from .twin_rate import bandwidth_scale
 
 if TYPE_CHECKING:
     from ..launch import FlagValues
@@ -29,7 +32,7 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 4
 
 def load_model(model: str, profiles_dir: Path, revision: str = "main") -> tuple[ModelProfile, str]:
     """(profile, where it came from): the stored profile, else one built from the model's files."""
-    path = model_profile_path(model, profiles_dir)
+    path = model_profile_file(model, profiles_dir)
     if model.count("/") == 1 and path.is_file():
         return json.loads(path.read_text(encoding="utf-8")), str(path)
     try:
@@ -49,24 +52,18 @@ def load_model(model: str, profiles_dir: Path, revision: str = "main") -> tuple[
 
 
 def load_hardware(name: str, profiles_dir: Path) -> HardwareProfile:
-    path = hardware_profile_path(name, profiles_dir)
+    path = hardware_profile_file(name, profiles_dir)
     if not path.is_file():
-        known = sorted(p.stem for p in (profiles_dir / "hardware").glob("*.json"))
+        known = hardware_names(profiles_dir)
         raise PredictInputError(f"--hardware {name}: no profile at {path}; known: {', '.join(known)}")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 def parse_args_json(text: str | None) -> FlagValues:
+    """``--args``: a JSON object of vLLM flags ({} without one)."""
     if not text:
         return {}
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise PredictInputError(f"--args is not JSON ({exc}); write e.g. "
-                                '\'{"kv-cache-dtype": "fp8", "max-model-len": 65536}\'') from exc
-    if not isinstance(value, dict):
-        raise PredictInputError("--args must be a JSON object of vLLM flags, e.g. '{\"kv-cache-dtype\": \"fp8\"}'")
-    return value
+    return dict(json_mapping(text, "--args", '\'{"kv-cache-dtype": "fp8", "max-model-len": 65536}\''))
 
 
 def _gb(x: float | None) -> str:

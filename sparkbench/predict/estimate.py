@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
-from .config import TwinConfig, build_twin, decode_rate
-from .memory import memory_fit
+from ..engine_config import TwinConfig, build_twin, decode_rate
+from ..memory.fit import memory_fit
 from .published import MIN_INTERVAL, shipped_interval
 
 if TYPE_CHECKING:

@@ -10,19 +10,19 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..paths import PROFILES_DIR, hardware_profile_path, model_profile_path
-from .config import TwinConfig, build_twin, decode_rate
+from ..engine_config import TwinConfig, build_twin, decode_rate
+from ..package_data import PUBLISHED_FIGURES, hardware_profile_file, model_profile_file
+from ..paths import PROFILES_DIR
 
 if TYPE_CHECKING:
     from ..plan_types import HardwareProfile, ModelProfile
     from .shapes import FitRow, PublishedFigure
 
-PUBLISHED_PATH = Path(__file__).resolve().parent.parent / "data" / "published_figures.json"
 #: the floor of the shipped interval (a held-out error of 0 would not make the twin exact)
 MIN_INTERVAL = 0.03
 
 
-def published_figures(path: str | Path = PUBLISHED_PATH) -> list[PublishedFigure]:
+def published_figures(path: str | Path = PUBLISHED_FIGURES) -> list[PublishedFigure]:
     return list(json.loads(Path(path).read_text(encoding="utf-8"))["figures"])
 
 
@@ -43,10 +43,10 @@ def twin_rate(figure: PublishedFigure, model: ModelProfile, hardware: HardwarePr
 def fit_rows(profiles_dir: str | Path = PROFILES_DIR, figures: list[PublishedFigure] | None = None,
              hardware: str = "dgx-spark") -> list[FitRow]:
     """Each published figure with the twin's prediction and its error (predicted / published - 1)."""
-    hw = _load_hardware(hardware_profile_path(hardware, profiles_dir))
+    hw = _load_hardware(hardware_profile_file(hardware, profiles_dir))
     rows: list[FitRow] = []
     for fig in figures if figures is not None else published_figures():
-        predicted = twin_rate(fig, _load_model(model_profile_path(fig["model"], profiles_dir)), hw)
+        predicted = twin_rate(fig, _load_model(model_profile_file(fig["model"], profiles_dir)), hw)
         rows.append({**fig, "predicted": predicted, "error": predicted / float(fig["tok_s"]) - 1.0})
     return rows
 

@@ -1,6 +1,6 @@
 """The shapes ``sparkbench predict`` reads and writes, as ``TypedDict`` classes: a published figure and
 its fit row (:mod:`.published`), a unit's calibration rows, calibration and per-layer-cost fit
-(:mod:`.calibration`), the memory check (:mod:`.memory`) and the prediction document
+(:mod:`.calibration`), the memory check (``sparkbench.memory.fit``) and the prediction document
 (:mod:`.estimate`, printed by :mod:`.command`). The model and hardware profiles it reads are
 ``sparkbench.plan_types.ModelProfile`` and ``HardwareProfile``; a stored result is
 ``sparkbench.result_shapes.StoredResult``.
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 from ..plan_types import ModelProfile
 
 if TYPE_CHECKING:
+    from ..engine_config import TwinConfig
     from ..launch import FlagValues
-    from .config import TwinConfig
 
 
 # ------------------------------------------------------------------------ a profile from the files

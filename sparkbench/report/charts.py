@@ -329,12 +329,51 @@ def multi_turn_lines(results: list[dict], out_dir: Path) -> dict:
     return {"name": "multi_turn", "path": _save(fig, out_dir / "multi_turn.png"), "title": title, "data": data}
 
 
+def tune_trials(tune: dict, results: list[dict], out_dir: Path) -> dict:
+    """A tune's measured points in the order measured (by the time of their result): the first
+    objective per trial, the winner marked; with two objectives, the points on the plane of both
+    and the Pareto front joined. data: names, values (per objective), front, winner."""
+    names = [o for o in tune.get("objectives") or ["single"]]
+    started = {nb.variant_name(r): str(r.get("started_at") or "") for r in results}
+    trials = sorted((t for t in tune["trials"] if t.get("status") == "measured"),
+                    key=lambda t: started.get(t["name"], ""))
+    winner = (tune.get("winner") or {}).get("name")
+    data = {"names": [t["name"] for t in trials], "values": {o: [t["figures"].get(o) for t in trials] for o in names},
+            "front": tune.get("front"), "winner": winner}
+    title = _title(f"Tune: {names[0]} per trial", results)
+    if not trials:
+        return {"name": "tune_trials", "path": None, "title": title, "data": data}
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(trials)), 4.0))
+    if len(names) == 1:
+        ys = [v or 0.0 for v in data["values"][names[0]]]
+        ax.plot(range(1, len(ys) + 1), ys, "o-", color=DARK)
+        for i, t in enumerate(trials):
+            ax.annotate(t["name"].rpartition(".")[2] + (" (winner)" if t["name"] == winner else ""),
+                        (i + 1, ys[i]), fontsize=7, ha="center", va="bottom")
+        ax.set_xticks(range(1, len(ys) + 1))
+        ax.set_xlabel("trial (in the order measured)")
+        ax.set_ylabel(f"{names[0]} tok/s")
+    else:
+        xs, ys = (data["values"][names[0]], data["values"][names[1]])
+        ax.scatter(xs, ys, color=LIGHT)
+        front = [i for i, t in enumerate(trials) if t["name"] in (tune.get("front") or [])]
+        front.sort(key=lambda i: xs[i] or 0.0)
+        ax.plot([xs[i] for i in front], [ys[i] for i in front], "o-", color=DARK, label="Pareto front")
+        ax.set_xlabel(f"{names[0]} tok/s")
+        ax.set_ylabel(f"{names[1]} tok/s")
+        ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    return {"name": "tune_trials", "path": _save(fig, out_dir / "tune_trials.png"), "title": title, "data": data}
+
+
 def all_charts(results: list[dict], out_dir: Path, fleet: dict | None = None,
-               builds_order: list[str] | None = None, trends: dict[str, list[dict]] | None = None) -> list[dict]:
+               builds_order: list[str] | None = None, trends: dict[str, list[dict]] | None = None,
+               tune: dict | None = None) -> list[dict]:
     """Every chart, in report order (entries with ``path`` None were not drawn); ``trends`` are
     the hosts' history rows for the trend chart. The fleet chart leaves cluster results out (a
     cluster is not a peer of one Spark)."""
     one_unit = [r for r in results if not nb.is_cluster(r)]
     return [mtp_uplift(results, out_dir), build_vs_build(results, out_dir, builds_order),
             parallel_scaling(results, out_dir), fleet_bars(one_unit, out_dir, fleet), history_lines(trends, out_dir),
-            goodput_curves(results, out_dir), slo_rate_bars(results, out_dir), multi_turn_lines(results, out_dir)]
+            goodput_curves(results, out_dir), slo_rate_bars(results, out_dir), multi_turn_lines(results, out_dir)] + \
+        ([tune_trials(tune, results, out_dir)] if tune else [])

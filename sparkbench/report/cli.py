@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tabulate import tabulate_formats
 
+from ..paths import write_atomic
 from . import drift as drift_mod
 from . import sections
 from .closing import closing_lines, output_width
@@ -28,7 +29,7 @@ from .html_page import render_html
 from .load import Run, RunNotFound, apply_profiles, load_run, result_files
 from .table import redact
 from .terminal import terminal_table
-from .writers import markdown, results_csv, results_doc, results_json, write_atomic
+from .writers import markdown, results_csv, results_doc, results_json
 
 EXIT_OK, EXIT_USAGE = 0, 2
 PROG = "sparkbench.report"
@@ -100,10 +101,11 @@ def _write(out_dir: Path, ctx: dict, doc: dict, charts: list[dict]) -> dict[str,
     """Write report.md, results.csv, results.json and report.html into ``out_dir``; their paths."""
     paths = {"report.md": out_dir / "report.md", "results.csv": out_dir / "results.csv",
              "results.json": out_dir / "results.json", "report.html": out_dir / "report.html"}
-    write_atomic(paths["report.md"], markdown(ctx, charts))
-    write_atomic(paths["results.csv"], results_csv(doc["run_id"], doc["rows"], doc["quality"], doc["failures"]))
-    write_atomic(paths["results.json"], results_json(doc))
-    write_atomic(paths["report.html"], render_html(ctx, charts))
+    write_atomic(paths["report.md"], markdown(ctx, charts).encode("utf-8"))
+    write_atomic(paths["results.csv"],
+                 results_csv(doc["run_id"], doc["rows"], doc["quality"], doc["failures"]).encode("utf-8"))
+    write_atomic(paths["results.json"], results_json(doc).encode("utf-8"))
+    write_atomic(paths["report.html"], render_html(ctx, charts).encode("utf-8"))
     return paths
 
 
@@ -134,7 +136,7 @@ def render(run_dir: str | Path, baseline: str | Path | None = None, fleet_thresh
     from . import charts as charts_mod  # matplotlib: imported only when there is a report to draw
 
     charts = charts_mod.all_charts(results, run.path / "charts", by_key["fleet"].data,
-                                   by_key["head_to_head"].data["builds"], by_key["history"].data)
+                                   by_key["head_to_head"].data["builds"], by_key["history"].data, by_key["tune"].data)
     rows, rc = by_key["rows"].data, by_key["run_compare"].data
     tables = [t for s in parts for t in s.tables]
     summary = sections.summary_lines(parts)
@@ -210,7 +212,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--bridge-threshold", type=_percent, default=2.5,
                    help="version bridge: figures comparable when every bridge |Δ| ≤ this %% (default 2.5)")
     r.add_argument("--reference-build", help="head-to-head reference build (default: the first listed)")
-    r.add_argument("--profiles", help="profiles/ folder to fill results that carry no roofline profile")
+    r.add_argument("--profiles", help="profiles/ folder (over the built-in profiles) to fill results that carry no "
+                   "roofline profile")
     r.add_argument("--host-failure", type=_host_failure, action="append", default=[], metavar="HOST=REASON",
                    help="a host that failed as a whole and why (repeatable); listed under "
                         "'Hosts without results' when the run has no result file of it")

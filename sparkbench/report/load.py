@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DocumentError
+from ..package_data import hardware_profile_file, model_profile_file
 from ..result import SCHEMA_VERSION, with_probe_after
 
 STATUSES = ("complete", "incomplete", "failed")
@@ -175,9 +176,9 @@ def _load_one(run: Run, f: Path, variant: str, fix: str) -> dict | None:
 
 def apply_profiles(results: list[dict], profiles_dir: str | Path) -> int:
     """Fill a missing ``profile`` from ``profiles_dir`` (``hardware/<name>.json``, default
-    ``dgx-spark``; ``models/<org>__<name>.json`` for the variant's model). Returns how many results
-    got a profile; a result that already has one keeps it."""
-    base = Path(profiles_dir)
+    ``dgx-spark``; ``models/<org>__<name>.json`` for the variant's model), else from the built-in
+    profiles (``sparkbench.package_data``). Returns how many results got a profile; a result that
+    already has one keeps it."""
     filled = 0
     for r in results:
         prof = r.get("profile") if isinstance(r.get("profile"), dict) else {}
@@ -185,12 +186,12 @@ def apply_profiles(results: list[dict], profiles_dir: str | Path) -> int:
         changed = False
         if not prof.get("hardware"):
             name = (prof.get("hardware_name") or "dgx-spark")
-            hw_file = base / "hardware" / f"{name}.json"
+            hw_file = hardware_profile_file(name, profiles_dir)
             if hw_file.is_file():
                 prof["hardware"] = json.loads(hw_file.read_text(encoding="utf-8"))
                 changed = True
         if not prof.get("model") and model:
-            m_file = base / "models" / (model.replace("/", "__") + ".json")
+            m_file = model_profile_file(model, profiles_dir)
             if m_file.is_file():
                 prof["model"] = json.loads(m_file.read_text(encoding="utf-8"))
                 changed = True

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ CSV_COLUMNS = ["run_id", "host", "variant", "build", "model", "config", "status"
 #: ``baseline_run_id``, ``charts``, ``tables``) and the sections' keys
 #: (:class:`~sparkbench.report.table.Section`: a section's ``data`` under its ``key`` where
 #: ``in_doc``); ``terminal_table``, made from all of these, comes last.
-DOC_KEYS = ("run_id", "generated_at", "simulated", "backends", "load_errors", "summary", "answer",
+DOC_KEYS = ("run_id", "generated_at", "simulated", "backends", "load_errors", "summary", "answer", "tune",
             "rows", "quality", "image", "telemetry", "failures", "protocol", "hosts_without_results",
             "head_to_head", "config_compare", "fleet", "prediction", "run_compare", "baseline_run_id", "drift", "manifest", "charts", "tables",
             "serving", "goodput_verdicts", "prefix_caching", "multi_turn", "tool_calls", "cluster_vs_unit",
@@ -48,13 +47,6 @@ def results_doc(sections: list[Section], **entries: Any) -> dict:
     if unknown:
         raise RuntimeError(f"results.json keys missing from DOC_KEYS: {', '.join(unknown)}")
     return {key: entries[key] for key in DOC_KEYS if key in entries}
-
-
-def write_atomic(path: Path, content: str) -> None:
-    """Write ``content`` to ``path`` via a temporary file and rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def table_md(t: Table) -> str:

@@ -184,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args)
         if args.command == "bench":
             return _bench(args)
+        if args.command == "tune":
+            from .tune import run_tune
+            return run_tune(args.space, inventory=args.inventory, limit=args.limit, run_id=args.run_id,
+                            results_dir=args.results_dir, extravars=parse_extravars(args.extra_vars), out=sys.stdout)
         return _playbook(args.command, args, _verb_extravars(args))
     except UsageError as exc:
         print(f"sparkbench: {exc}", file=sys.stderr)

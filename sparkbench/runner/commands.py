@@ -38,6 +38,10 @@ EXAMPLES = {
     "teardown": """examples:
   scripts/sparkbench teardown -l spark01               containers and work directory; caches kept
   scripts/sparkbench teardown -l spark01 --purge-cache the model, compile and JIT caches too""",
+    "tune": """examples:
+  scripts/sparkbench tune docs/guides/seed-space.yml -l spark-sim01     the seed's MTP depth × batched tokens
+  scripts/sparkbench tune space.yml -l sim_sparks --run-id tune-mtp      trials spread over peers; reuse to resume
+exit codes: 0 a winner, 1 no point could be measured, 3 a round's playbook failed, 4 a bad space, 130 Ctrl-C""",
     "report": """example:
   scripts/sparkbench report 20261130T120000Z --baseline 20261129T080000Z""",
     "history": """example:
@@ -83,6 +87,18 @@ def _bench(sub) -> None:
     b.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
     b.add_argument("--baseline", help="compare the report with this stored run (id or directory)")
     b.add_argument("--no-report", action="store_true", help="do not render the report at the end")
+
+
+def _tune(sub) -> None:
+    t = _verb(sub, "tune", "search a variant's flags (playbooks/tune.yml): preflight prunes, the prediction "
+                           "orders, Optuna searches; a winner with its verdict", codes=False)
+    t.add_argument("space", help="SPACE.yml: base, objective, budget, space (docs/guides/tune.md)")
+    t.add_argument("-i", "--inventory", action="append", help="inventory file or folder, repeatable")
+    t.add_argument("-l", "--limit", required=True, help="the unit(s) to tune on, as ansible-playbook -l")
+    t.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE",
+                   help="extra variable (repeatable)")
+    t.add_argument("--run-id", help="results/<run-id> (default: tune-<UTC time>); reuse to resume")
+    t.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
 
 
 def _playbook_verbs(sub) -> None:
@@ -140,7 +156,8 @@ def _model_verbs(sub) -> None:
                                  "(config.json and the shards' headers by range request; HF_TOKEN for gated models)")
     m.add_argument("--revision", default="main", help="Hub revision: branch, tag or commit (default: main)")
     m.add_argument("--id", dest="model_id", help="ORG/NAME (default: read from the snapshot path or config.json)")
-    m.add_argument("--profiles-dir", help="where profiles live (default: profiles/ at the repo root)")
+    m.add_argument("--profiles-dir", help="where your own profiles live, over the built-in ones (default: profiles/ "
+                                          "at the repo root)")
     m.add_argument("--dry-run", action="store_true", help="print the profile instead of writing it")
     q = _verb(sub, "predict", "predicted decode tok/s of a model on a unit, before it is downloaded", codes=False)
     q.add_argument("model", help="a model id with a profile, a model folder, or ORG/NAME on the Hub (headers only)")
@@ -152,7 +169,8 @@ def _model_verbs(sub) -> None:
     q.add_argument("--acceptance", help="MTP acceptance per position, e.g. 0.87,0.69 (default: the model profile's)")
     q.add_argument("--vllm-version", default="0.25.0", help="vLLM version the prediction is for (default: 0.25.0)")
     q.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
-    q.add_argument("--profiles-dir", help="where profiles live (default: profiles/ at the repo root)")
+    q.add_argument("--profiles-dir", help="where your own profiles live, over the built-in ones (default: profiles/ "
+                                          "at the repo root)")
     q.add_argument("--fit-variant", help="a hardware fitted on the unit (x86-cpu): the variant whose result fits it "
                                          "(default: the host's newest complete result of the model)")
     q.add_argument("--json", action="store_true", help="print the prediction as JSON")
@@ -167,6 +185,7 @@ def parser() -> argparse.ArgumentParser:
                    help="print sparkbench's version and the commit it runs from")
     sub = p.add_subparsers(dest="command", required=True, metavar="VERB")
     _playbook_verbs(sub)  # provision, bench, health, serve, teardown: the jobs in the order a user meets them
+    _tune(sub)
     _stored_verbs(sub)
     _model_verbs(sub)
     return p

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import verdict as verdict_mod
 from ..measure.figures import SINGLE_DECODE
-from ..result import parse_measured
+from ..result_files import parse_measured
 
 if TYPE_CHECKING:
     from .shapes import CanaryJudgement, JudgementFigures

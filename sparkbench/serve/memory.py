@@ -17,9 +17,9 @@ from ..plan import load_profiles
 
 if TYPE_CHECKING:
     from ..memory.engine import MemoryRow
-    from ..memory.residents import PresentResident
+    from ..memory.resident_rows import PresentResident
     from ..memory.unit import MemoryPlan
-    from .record import Resident
+    from ..residents import Resident
     from .shapes import Deployment, ServeSettings
 
 
@@ -31,9 +31,9 @@ def _replaced(found: PresentResident, dep: Deployment) -> bool:
 
 def deploy_plan(dep: Deployment, s: ServeSettings, host: str, results_dir: str,
                 listing: Sequence[Resident] | None = None, beside: bool = False) -> MemoryPlan:
-    """The unit's memory plan with ``dep`` (``sparkbench.serve.spec.deployment``) deployed;
-    ``listing``: the unit's residents (``sparkbench.serve.record.residents``) once read; ``beside``:
-    the resident it replaces kept too (the candidate tried beside it: ``spec.placement``)."""
+    """The unit's memory plan with ``dep`` (``sparkbench.serve.deploy_plan.deployment``) deployed;
+    ``listing``: the unit's residents (``sparkbench.residents.residents``) once read; ``beside``:
+    the resident it replaces kept too (the candidate tried beside it: ``deploy_plan.placement``)."""
     hardware, _ = load_profiles([], str(s["bench_hardware_profile_name"]), s["bench_profiles_dir"])
     ctx = memory_mod.context(host, hardware, s)
     found, where = memory_mod.present(results_dir, host, listing)

@@ -1,11 +1,11 @@
 """The shapes of a resident's deployment (``sparkbench.serve``) as ``TypedDict`` classes: the serve
-variables and their checked settings (``spec.settings``), what a deployment takes of its source
+variables and their checked settings (``deploy_plan.settings``), what a deployment takes of its source
 result (``source.source``), the deployment itself before and after the unit has answered
-(``spec.deployment`` / ``spec.on_unit``), the canary's judgement (``canary.judge``), the
-deployment record as data (``record.record``; its keys are those of the pydantic model
-:class:`sparkbench.documents.deployment.DeploymentRecord`, which validates the values), the
-unit's containers as Docker lists them (``record.residents``) and a resident's health canary
-(``health.canary``).
+(``deploy_plan.deployment`` / ``deploy_plan.on_unit``), the canary's judgement (``canary.judge``),
+the deployment record as data (``deployment_records.record``; its keys are those of the pydantic
+model :class:`sparkbench.documents.deployment.DeploymentRecord`, which validates the values) and a
+resident's health canary (``health_canary.canary``). The unit's containers as Docker lists them
+are ``sparkbench.residents``'.
 
 Standard library only at run time: Ansible's workers import the serve modules, and the models
 (``sparkbench.documents``) are imported for annotations only. A class of ``total=False`` holds keys
@@ -18,12 +18,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from ..measure.shapes import SingleMedian
-from .record import Resident
+from ..memory.unit import MemoryVariables
+from ..plan_types import UnitVariables
+from ..residents import Resident
 
 if TYPE_CHECKING:
     from ..launch import ContainerArgs
     from ..matrix import Variant
-    from ..memory.unit import TenantEntry
     from ..plan_types import HardwareProfile, ModelProfile
     from ..preflight import Preflight
     from ..settings import Settings
@@ -32,15 +33,15 @@ if TYPE_CHECKING:
 
 #: ``serve_beside`` checked: decide by the unit's memory, or force either placement
 Beside = Literal["auto", "true", "false"]
-#: a deployment record's state (= ``record.STATES``)
+#: a deployment record's state (= ``deployment_records.STATES``)
 RecordState = Literal["deployed", "failed", "undeployed", "replaced"]
-#: where the candidate starts (``spec.placement``)
+#: where the candidate starts (``deploy_plan.placement``)
 PlacementMode = Literal["fresh", "beside", "replace"]
 
 
 # ------------------------------------------------------------------------------- the serve settings
-class _PassedVariables(TypedDict):
-    """The serve variables ``spec.settings`` passes on unchanged (bench.yml's among them)."""
+class _PassedVariables(UnitVariables, MemoryVariables):
+    """The serve variables ``deploy_plan.settings`` passes on unchanged (bench.yml's among them)."""
 
     serve_api_key: str
     serve_container_prefix: str
@@ -48,27 +49,12 @@ class _PassedVariables(TypedDict):
     serve_unit_dir: str
     bench_results_dir: str
     vllm_server_port: int | str
-    vllm_server_ready_timeout_s: int | float | str
-    vllm_server_api_key: str
-    spark_host_hf_token: str
-    sparkbench_hf_token: str
-    spark_host_hf_cache: str
-    spark_host_vllm_cache: str
-    spark_host_flashinfer_cache: str
-    sparkbench_sim_unit_dir: str
-    sparkbench_gpu_less: bool | str
-    spark_host_gpu_probe: str
-    llm_bench_python: str
-    llm_bench_remote_dir: str
     bench_hardware_profile_name: str
     bench_profiles_dir: str
-    bench_tenants: list[TenantEntry] | None
-    bench_memory_reserve_gb: float | int | str | None
-    bench_unit_memory_gb: float | int | str | None
 
 
 class ServeVariables(_PassedVariables):
-    """Every variable serve.yml reads (``spec.VARIABLES``: their defaults), each as the inventory writes it."""
+    """Every variable serve.yml reads (``deploy_plan.VARIABLES``: their defaults), each as the inventory writes it."""
 
     serve_variant: str
     serve_run: str
@@ -82,7 +68,7 @@ class ServeVariables(_PassedVariables):
 
 
 class ServeSettings(_PassedVariables):
-    """The serve settings, checked (``spec.settings``); ``api_key``: whether a key is required (never the key)."""
+    """The serve settings, checked (``deploy_plan.settings``); ``api_key``: whether a key is required (never the key)."""
 
     serve_variant: str
     serve_run: str
@@ -130,7 +116,7 @@ class Source(SourceFacts):
 
 # ---------------------------------------------------------------------------------- the deployment
 class ContainerNames(TypedDict):
-    """``spec.names``: the resident's, the candidate's and the waiting previous resident's container names."""
+    """``deploy_plan.names``: the resident's, the candidate's and the waiting previous resident's container names."""
 
     resident: str
     candidate: str
@@ -138,7 +124,7 @@ class ContainerNames(TypedDict):
 
 
 class ServeContainer(TypedDict):
-    """``spec.container``: a resident's or candidate's container, its address and ``docker run`` line."""
+    """``deploy_plan.container``: a resident's or candidate's container, its address and ``docker run`` line."""
 
     container: ContainerArgs
     port: int
@@ -149,7 +135,7 @@ class ServeContainer(TypedDict):
 
 
 class PlacementNumbers(TypedDict):
-    """The numbers a placement is decided by (``spec.placement``; None where they do not apply)."""
+    """The numbers a placement is decided by (``deploy_plan.placement``; None where they do not apply)."""
 
     need_gib: float | None
     need: str
@@ -158,7 +144,7 @@ class PlacementNumbers(TypedDict):
 
 
 class PlanNumbers(PlacementNumbers):
-    """The numbers of a placement decided by the unit's memory plan (``spec.plan_placement``)."""
+    """The numbers of a placement decided by the unit's memory plan (``deploy_plan.plan_placement``)."""
 
     memory_plan_gb: float
 
@@ -169,13 +155,13 @@ class _PlacementRequired(PlacementNumbers):
 
 
 class Placement(_PlacementRequired, total=False):
-    """``spec.placement``: fresh, beside the previous resident or in its place, and why."""
+    """``deploy_plan.placement``: fresh, beside the previous resident or in its place, and why."""
 
     memory_plan_gb: float
 
 
 class PreviousResident(Resident, total=False):
-    """The resident a deployment replaces (``spec.previous_resident``) with where it waits and its health URL."""
+    """The resident a deployment replaces (``deploy_plan.previous_resident``) with where it waits and its health URL."""
 
     stash: str
     health_url: str
@@ -200,7 +186,7 @@ class _PlannedDeployment(TypedDict):
 
 
 class Deployment(_PlannedDeployment, total=False):
-    """A deployment (``spec.deployment``); the total=False keys once the unit has answered (``spec.on_unit``)."""
+    """A deployment (``deploy_plan.deployment``); the total=False keys once the unit has answered (``deploy_plan.on_unit``)."""
 
     candidate: ServeContainer
     previous: PreviousResident | None
@@ -282,7 +268,7 @@ class CanaryBlock(SingleMedian):
 
 
 class FailureNote(TypedDict, total=False):
-    """A failed deploy as the playbook reports it (``record.record``'s ``failure``): each key may be missing."""
+    """A failed deploy as the playbook reports it (``deployment_records.record``'s ``failure``): each key may be missing."""
 
     stage: str
     reason: str
@@ -319,7 +305,7 @@ class _RecordRequired(TypedDict):
 
 
 class RecordDocument(_RecordRequired, total=False):
-    """A deployment record as data (``record.record``, ``document()``), before its model reads and checks it."""
+    """A deployment record as data (``deployment_records.record``, ``document()``), before its model reads and checks it."""
 
     health_argv: list[str] | None
     health_settings: Settings | None
@@ -331,27 +317,9 @@ class RecordDocument(_RecordRequired, total=False):
     replaced_by: str
 
 
-# ------------------------------------------------------------------------------- the unit's containers
-class DockerMount(TypedDict, total=False):
-    """One of a container's ``Mounts`` as Docker lists it."""
-
-    Source: str
-    Destination: str
-
-
-class DockerContainer(TypedDict, total=False):
-    """A container of ``community.docker.docker_host_info``'s verbose list (the keys ``record.residents`` reads)."""
-
-    Names: list[str]
-    Labels: dict[str, str]
-    State: str
-    Status: str
-    Mounts: list[DockerMount]
-
-
 # ------------------------------------------------------------------------------ the health canary
 class ResidentLaunch(TypedDict):
-    """A resident canary's ``launch`` (``health.entry``): the recorded argv at the resident's address and port."""
+    """A resident canary's ``launch`` (``health_canary.entry``): the recorded argv at the resident's address and port."""
 
     argv: list[str]
     command: str
@@ -362,7 +330,7 @@ class ResidentLaunch(TypedDict):
 
 
 class ResidentEntry(TypedDict):
-    """``health.entry``: the resident canary's plan entry for ``sparkbench.result.record``."""
+    """``health_canary.entry``: the resident canary's plan entry for ``sparkbench.result.record``."""
 
     name: str
     variant: Variant
@@ -390,7 +358,7 @@ class ResidentDeployment(TypedDict):
 
 
 class ResidentCanary(TypedDict):
-    """``health.canary``: the resident health.yml measures instead of the canary variant, and how."""
+    """``health_canary.canary``: the resident health.yml measures instead of the canary variant, and how."""
 
     deployment: ResidentDeployment
     argv: list[str]

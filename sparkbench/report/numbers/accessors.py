@@ -7,26 +7,12 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ...measure.figures import COMBINED, MEAN_ACCEPTANCE_LENGTH, SINGLE_DECODE
+from ...values import dig
 
 CONCURRENCIES: tuple[int, ...] = (2, 4, 8)
 QUALITY_IDS: tuple[str, ...] = ("capital_50", "free_text", "code", "arithmetic")
 #: launch flags that say where a server listens, not how it serves (left out when pairing variants)
 _ADDRESS_FLAGS = ("host", "port")
-
-
-def dig(doc: Any, *path: Any, default: Any = None) -> Any:
-    """``doc[path[0]][path[1]]...`` or ``default`` when any step is missing or null."""
-    cur = doc
-    for key in path:
-        if isinstance(cur, dict):
-            cur = cur.get(key)
-        elif isinstance(cur, list) and isinstance(key, int) and -len(cur) <= key < len(cur):
-            cur = cur[key]
-        else:
-            return default
-        if cur is None:
-            return default
-    return cur
 
 
 def num(value: Any) -> float | None:

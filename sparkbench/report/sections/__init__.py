@@ -8,7 +8,7 @@ image, telemetry, run protocol, failures, hosts without results), :mod:`.compari
 (head-to-head, configurations of a one-build model, run to run with the version bridge, drift),
 :mod:`.fleet`, :mod:`.coresidence` (what sharing a unit with its residents costs), :mod:`.prediction` (the twin's prediction against the measured rate),
 :mod:`.cluster` (cluster vs one unit, the clusters' manifest), :mod:`.serving`
-(goodput, prefix caching, multi-turn, tool calls), :mod:`.manifest` (manifest, kernels, history);
+(goodput, prefix caching, multi-turn, tool calls), :mod:`.manifest` (manifest, kernels, history); :mod:`.tune` (a tune's points and answer);
 :mod:`.verdicts` the verdict cells and their notes every comparison table shares.
 
 The order of the report lives here: :func:`report_sections` lists the sections in the order their
@@ -33,18 +33,19 @@ from .hosts import SLO_RATE_HEADER, missing_hosts, per_host, protocol_table
 from .manifest import history, history_trend, kernels, manifest
 from .prediction import prediction
 from .serving import goodput_verdicts, multi_turn, prefix_caching, serving, tool_calls
+from .tune import tune
 
 __all__ = ["ANSWER", "ANSWER_CHART", "DETAILS", "SUMMARY_ORDER", "placed", "report_sections", "summary_lines",
            "answer", "cluster_vs_unit", "clusters", "configurations", "coresidence", "drift_section", "head_to_head", "run_to_run",
            "fleet",
            "missing_hosts", "per_host", "history", "kernels", "manifest", "prediction",
-           "goodput_verdicts", "multi_turn", "prefix_caching", "serving", "tool_calls",
+           "goodput_verdicts", "multi_turn", "prefix_caching", "serving", "tool_calls", "tune",
            # the main table's serving column and two table builders, for the tests
            "SLO_RATE_HEADER", "protocol_table", "history_trend"]
 
 #: The sections whose summary lines the report prints, in that order: the answer first, the
 #: comparisons, then what failed or went missing, then drift and the serving phases.
-SUMMARY_ORDER: tuple[str, ...] = ("answer", "head_to_head", "config_compare", "cluster_vs_unit", "fleet", "prediction",
+SUMMARY_ORDER: tuple[str, ...] = ("answer", "tune", "head_to_head", "config_compare", "cluster_vs_unit", "fleet", "prediction",
                                   "run_compare", "coresidence",
                                   "failures", "hosts_without_results", "protocol", "drift", "serving",
                                   "goodput_verdicts", "prefix_caching", "multi_turn", "tool_calls")
@@ -68,7 +69,7 @@ def report_sections(results: list[dict], missing: list[dict], drift: dict, run_p
     read beside it); ``baseline``: the loaded baseline run, None without one.
     ValueError for a bad threshold or an unknown reference build."""
     hosts, quality, image, telemetry, protocol, failures = per_host(results)
-    return [answer(results, drift=drift), hosts, missing_hosts(missing),
+    return [answer(results, drift=drift), tune(run_path), hosts, missing_hosts(missing),
             head_to_head(results, reference_build, drift=drift),
             configurations(results, drift=drift),
             cluster_vs_unit(results, drift=drift),

@@ -1,13 +1,13 @@
 """"Co-residence" (bench_interference): what sharing a unit with its residents costs each variant.
 
 One row per variant × co-resident condition (its residents present and idle; under the background
-load), from each result's ``coresidence`` block (``sparkbench.interference.block.rows``): the
+load), from each result's ``coresidence`` block (``sparkbench.interference.coresidence.rows``): the
 single-stream median beside them, the median alone (the variant's own figure, the residents
 stopped) and the verdict against alone, in the verdict's words alone."""
 
 from __future__ import annotations
 
-from ...interference import block as coresidence_mod
+from ...interference import coresidence as coresidence_mod
 from ..numbers import is_simulated
 from ..table import Section, Table, f, sim, text
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from ...predict.calibration import twin_single
+from ...predict.twin_rate import twin_single
 from .. import numbers as n
 from ..table import Section, Table, f, pct, sim
 
