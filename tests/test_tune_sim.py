@@ -41,17 +41,19 @@ class Tuner:
     def __init__(self, tmp: Path) -> None:
         self.tmp, self.results = tmp, tmp / "results"
         self.prefix = f"sbtest-tune{os.getpid()}"
+        # The measurement settings are the unit's (not extra vars), so that a race's doubled
+        # llm_bench_runs (a fact playbooks/tune.yml sets) applies: an extra var would win over it.
+        settings = {"llm_bench_output_tokens": 64, "llm_bench_runs": 5, "llm_bench_warmup": 0,
+                    "llm_bench_concurrency": [], "llm_bench_quality": False, "llm_bench_image": False,
+                    "llm_bench_context": [], "llm_bench_telemetry": "off", "llm_bench_remote_dir": str(tmp / "work")}
         inv = {"all": {"children": {"sparks": {"children": {"sim_sparks": {"hosts": {
-            HOST: {"vllm_server_port": PORT}}}}}}}}
+            HOST: {"vllm_server_port": PORT, **settings}}}}}}}}
         (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
         extra = {"spark_host_hf_cache": str(tmp / "hf"), "vllm_server_container_prefix": self.prefix,
                  "spark_host_probe_container": self.prefix + "-probe", "spark_host_download_container": self.prefix + "-dl",
-                 "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "1", "VLLM_SIM_SPEEDUP": "4",
+                 "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "1", "VLLM_SIM_JITTER": "0",
                                                "VLLM_SIM_SHORT_THINKING": "1"},
-                 "llm_bench_output_tokens": 32, "llm_bench_runs": 5, "llm_bench_warmup": 0,
-                 "llm_bench_concurrency": [], "llm_bench_quality": False, "llm_bench_image": False,
-                 "llm_bench_context": [], "llm_bench_telemetry": "off",
-                 "llm_bench_remote_dir": str(tmp / "work"), "bench_bandwidth_probe": False}
+                 "bench_bandwidth_probe": False}
         (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
 
     def space(self, name: str, content: dict) -> Path:
@@ -107,7 +109,12 @@ def test_the_seeds_space_prunes_2048_and_spec3_wins_within_four_trials(tuner, se
     # a pruned point was never launched: no result, no container
     host_dir = tuner.results / "seed" / HOST
     assert not any((host_dir / f"{t['name']}.json").exists() for t in pruned)
-    print(f"\ntune (simulated, speedup 4): {len(by_status['measured'])} trials, {doc['races']} race(s), "
+    # the two leaders were raced with twice the requests, pooled with their first measurement
+    races = sorted(host_dir.glob("*.r1.json"))
+    assert doc["races"] == 1 and len(races) == 2
+    assert all(len(json.loads(r.read_text(encoding="utf-8"))["single"]["runs"]) == 10 for r in races)
+    assert won["verdict"]["n_reference"] == won["verdict"]["n_other"] == 15
+    print(f"\ntune (simulated, 64 tokens): {len(by_status['measured'])} trials, {doc['races']} race(s), "
           f"{seconds:.0f} s; {won['words']}")
 
 
