@@ -100,7 +100,11 @@ def base_variant(space: TuneSpace, variables: HostVars, host: str) -> PlanEntry:
 def _entries(variables: HostVars, host: str, extra: list[ExtraVariantEntry]) -> dict[str, PlanEntry]:
     """Every point planned: its entry by name (preflight verdict, result path, memory plan)."""
     names = [e["name"] for e in extra]
-    user = list(variables.get("bench_extra_variants") or [])
+    # the user's own extra variants: after a round (bench.yml's report play) the list holds the
+    # points and races the round added; those are planned from ``extra`` again
+    ours = tuple(names)
+    user = [e for e in variables.get("bench_extra_variants") or []
+            if not str(e.get("name", "")).startswith(ours)]
     plan = plan_host(_with(variables, bench_extra_variants=user + extra, bench_select=names, bench_bracket=False),
                      host, check_mode=True)
     return {e["name"]: e for e in plan["variants"]}
