@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import InputError
-from ..tune.decide import TUNE_FILE, WINNER_FILE
+from ..tune import TUNE_FILE, WINNER_FILE
 from ..tune.space import load_space
 from .api import EXIT_PLAYBOOK_ERROR, EXIT_USAGE, BenchResult, new_run_id, output_tail, run_bench
 
@@ -78,9 +78,10 @@ def run_tune(space_path: str, *, inventory=None, limit: str | None = None, run_i
                            results_dir=results_dir, report=False)
         doc = _tune_doc(result.run_dir, started)
         if doc is None:
-            print(f"sparkbench tune: round {n} decided nothing: {_why(result)}", file=out)
+            why = _why(result)
+            print(f"sparkbench tune: round {n} decided nothing: {why}", file=out)
             # The round's own task fails only on bad input (the space, its base, a flag's value).
-            return EXIT_USAGE if ROUND_TASK in _why(result) else EXIT_PLAYBOOK_ERROR
+            return EXIT_USAGE if ROUND_TASK in why else EXIT_PLAYBOOK_ERROR
         measured = sum(1 for t in doc["trials"] if t["status"] == "measured")
         print(f"round {n}: {doc['state']}; {measured} of {space.budget.trials} trials measured", file=out)
         if doc["state"] == "done":

@@ -17,17 +17,15 @@ from typing import TYPE_CHECKING, TypedDict
 import yaml
 
 from ..paths import write_atomic
-from . import answer
+from . import TUNE_FILE, WINNER_FILE, answer
 from .points import point_variant
-from .rounds import MAX_RACES, Round, State, _deal, next_points, race_names, read_state, trial_records
+from .rounds import MAX_RACES, Round, State, deal, next_points, race_names, read_state, trial_records
 from .space import TuneSpace, objective_name
 
 if TYPE_CHECKING:
     from ..cluster.shapes import HostVars
     from ..matrix import ExtraVariantEntry
 
-TUNE_FILE = "tune.json"
-WINNER_FILE = "winner.yml"
 SCHEMA_VERSION = "1"
 
 
@@ -71,14 +69,14 @@ def _entries_for(state: State, names: list[str]) -> list[ExtraVariantEntry]:
     return out
 
 
-def _race_allowed(state: State, run_dir: Path, leaders: list[str]) -> bool:
+def _race_allowed(state: State, started_at: str, leaders: list[str]) -> bool:
     races = max(len(state.docs.get(n) or []) for n in leaders) - 1
     minutes = state.space.budget.minutes
     if races >= (MAX_RACES if minutes else 1):
         return False
     if minutes is None:
         return True
-    started = datetime.strptime(_started(run_dir), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    started = datetime.strptime(started_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     return (datetime.now(timezone.utc) - started).total_seconds() < minutes * 60
 
 
@@ -97,13 +95,13 @@ def _answer(state: State) -> tuple[answer.Winner | None, list[str], bool]:
     return answer.winner(best, second, v, separated), leaders, separated
 
 
-def document(state: State, run_dir: Path, phase: str, won: answer.Winner | None) -> TuneDocument:
+def document(state: State, started_at: str, phase: str, won: answer.Winner | None) -> TuneDocument:
     """tune.json's content now."""
     names = [objective_name(o) for o in state.space.objectives]
     records = trial_records(state)
     return {"schema_version": SCHEMA_VERSION, "base": state.space.base, "objectives": names,
             "budget": {"trials": state.space.budget.trials, "minutes": state.space.budget.minutes},
-            "space": {k: list(v) for k, v in state.space.space.items()}, "started_at": _started(run_dir),
+            "space": {k: list(v) for k, v in state.space.space.items()}, "started_at": started_at,
             "state": phase, "races": max([len(d) - 1 for d in state.docs.values() if d] or [0]),
             "trials": records, "front": answer.pareto_front(records, names) if len(names) > 1 else None,
             "winner": won}
@@ -121,15 +119,16 @@ def plan_round(space: TuneSpace, variables: HostVars, host: str, hosts: list[str
     """This host's round; with ``write`` (the first host of the play) tune.json and, once the tune
     is done, winner.yml are written to ``run_dir``."""
     state = read_state(space, variables, host, run_dir)
+    started_at = _started(run_dir)
     names = next_points(state, run_dir)
     if names:
-        rnd: Round = {"kind": "measure", "select": _deal(names, host, hosts), "extra_variants": _entries_for(state, []),
+        rnd: Round = {"kind": "measure", "select": deal(names, host, hosts), "extra_variants": _entries_for(state, []),
                       "runs": None, "lines": [f"tune: measuring {', '.join(names)} ({len(names)} of "
                                               f"{space.budget.trials} trials)"]}
         phase, won = "measuring", None
     else:
         won, leaders, separated = _answer(state)
-        if won is not None and not separated and len(leaders) == 2 and _race_allowed(state, run_dir, leaders):
+        if won is not None and not separated and len(leaders) == 2 and _race_allowed(state, started_at, leaders):
             race = race_names(state, leaders)
             runs = 2 * int(state.base["settings"]["runs"])
             rnd = {"kind": "race", "select": race if host == hosts[0] else [],
@@ -143,7 +142,7 @@ def plan_round(space: TuneSpace, variables: HostVars, host: str, hosts: list[str
             phase = "done"
     if write:
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(run_dir / TUNE_FILE, (json.dumps(document(state, run_dir, phase, won), indent=1) + "\n").encode())
+        write_atomic(run_dir / TUNE_FILE, (json.dumps(document(state, started_at, phase, won), indent=1) + "\n").encode())
         if phase == "done" and won is not None:
             plain = json.loads(json.dumps(winner_vars(state, won, run_dir.name)))  # Ansible's tagged strings as str
             write_atomic(run_dir / WINNER_FILE, yaml.safe_dump(plain, sort_keys=False).encode())

@@ -22,7 +22,6 @@ on the first unit.
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
@@ -160,7 +159,7 @@ def trial_records(state: State) -> list[answer.TrialRecord]:
     return out
 
 
-def _deal(names: list[str], host: str, hosts: list[str]) -> list[str]:
+def deal(names: list[str], host: str, hosts: list[str]) -> list[str]:
     """This host's share of a round's points: every len(hosts)-th, from its place among the hosts."""
     if host not in hosts:
         return names
@@ -204,8 +203,3 @@ def race_names(state: State, leaders: list[str]) -> list[str]:
     """The next race's variant names for the two leaders (``<point>.r<k>``)."""
     k = max(len(state.docs.get(n) or []) for n in leaders)
     return [f"{n}.r{k}" for n in leaders]
-
-
-def now() -> float:
-    """The wall clock (seconds), for the race's minutes."""
-    return time.time()

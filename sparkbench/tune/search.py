@@ -92,10 +92,10 @@ def propose(study: optuna.Study, space: TuneSpace, candidates: Sequence[Point], 
     left = [p for p in ranked if p["name"] not in measured]
     if not left:
         return None
+    import optuna
+
     by_key = {_key(p["values"]): p for p in candidates if p["name"] not in measured}
     trial = study.ask(_distributions(space))
     pick = by_key.get(_key(trial.params))
-    import optuna
-
     study.tell(trial, state=optuna.trial.TrialState.PRUNED)  # the real figures are told by tell()
     return pick or left[0]

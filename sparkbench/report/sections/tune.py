@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...tune import TUNE_FILE
 from ..table import Section, Table, f
-
-TUNE_FILE = "tune.json"
 
 
 def tune_doc(run_path: str | Path) -> dict | None:
