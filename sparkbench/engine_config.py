@@ -2,12 +2,12 @@
 built from them."""
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from .launch import normalize_args
+from .measure.common import json_object
 from .twin.pacing import PacingModel
 
 if TYPE_CHECKING:
@@ -31,9 +31,9 @@ def json_mapping(value: Any, what: str, example: str) -> Mapping[str, Any]:
     an ``example`` of the right shape when it is not JSON or not an object."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            return json_object(value)
         except ValueError as exc:
-            raise PredictInputError(f"{what} is not JSON ({exc}); write e.g. {example}") from exc
+            raise PredictInputError(f"{what} is {exc}; write e.g. {example}") from exc
     if not isinstance(value, Mapping):
         raise PredictInputError(f"{what} must be a JSON object (a mapping), e.g. {example}")
     return value

@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from .result_shapes import StoredResult
+from .unit_figures import CanaryFigures
 
 if TYPE_CHECKING:
-    from .measure.conditions import Flag
-    from .unit_figures import ManifestFields
     from .verdict import VerdictKind
 
 #: a unit's verdict
@@ -113,20 +112,10 @@ class DeploymentFigures(Comparison):
     deployed_at: str | None
 
 
-class UnitFigures(TypedDict, total=False):
-    """A unit's ``figures``: none without a canary result, the canary's figures, and with them the
-    verdicts (peers, history, a resident's deployment) once the canary measured."""
+class UnitFigures(CanaryFigures, total=False):
+    """A unit's ``figures`` with a canary result: the canary's figures, and with them the verdicts
+    (peers, history, a resident's deployment) once the canary measured."""
 
-    decode_tok_s: float | None
-    n: int
-    clock_under_load_mhz: float | None
-    clock_max_mhz: float | None
-    clock_share_of_max: float | None
-    power_w: float | None
-    temperature_c: float | None
-    flags: list[Flag]
-    manifest: ManifestFields
-    simulated: bool
     peers: PeerFigures
     history: HistoryFigures | None
     deployment: DeploymentFigures
@@ -160,9 +149,13 @@ class ResidentRef(TypedDict):
     port: int | str | None
 
 
+class NoFigures(TypedDict):
+    """A unit's ``figures`` without a canary result: none."""
+
+
 class _RowBase(TypedDict):
     host: str
-    figures: UnitFigures
+    figures: UnitFigures | NoFigures
     failure: UnitFailure | None
 
 

@@ -1,31 +1,22 @@
 """sparkbench's version and the commit it runs from: what a user quotes when reporting a problem.
 
-The version has one place, ``pyproject.toml`` (``[project] version``): read from there in a
-checkout, else from the installed package's metadata. ``commit()`` is the commit the checkout
-is on (its ``git rev-parse HEAD``, read from the git files), None outside a checkout."""
+The version has one place, ``pyproject.toml`` (``[project] version``), and is read from the
+installed package's metadata (``make setup`` installs the checkout again when pyproject.toml
+changes). ``commit()`` is the commit of the checkout the package is installed from (its ``git
+rev-parse HEAD``, read from the git files), None outside a checkout: a result names the code
+that measured it."""
 
 from __future__ import annotations
 
 import functools
 import re
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from .paths import REPO_ROOT
 
-_VERSION_RE = re.compile(r'^version\s*=\s*"([^"]+)"', re.MULTILINE)
-
 
 def _read_version() -> str:
-    pyproject = REPO_ROOT / "pyproject.toml"
-    try:
-        project = pyproject.read_text(encoding="utf-8").split("[project]", 1)[1].split("\n[", 1)[0]
-        found = _VERSION_RE.search(project)
-        if found:
-            return found.group(1)
-    except (OSError, IndexError):
-        pass
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("sparkbench")
     except PackageNotFoundError:

@@ -12,9 +12,10 @@ run (where it is defined)           what it starts                             r
                                     command with the unit's cache folders      test_compile_cache (first start; one
                                                                                relaunch over its cache),
                                                                                test_tpot_truth
-``real_run`` (test_real_vllm_e2e)   bench.yml on two real_cpu hosts: two       test_real_vllm_e2e; ``make fixtures``
-                                    measured configurations, a launch          adds the failures that take a whole
-                                    failure, a plan-time refusal               engine start and records them for
+``real_run`` (test_real_vllm_e2e)   two real_cpu hosts: bench.yml with a       test_real_vllm_e2e (and the tune's real
+                                    launch failure and a plan-time refusal,    test); ``make fixtures`` adds the
+                                    then ``sparkbench tune`` over two points   failures that take a whole engine start
+                                    (the two measured configurations)          and records them for
                                                                                test_recorded_failures (unit layer)
 ``real_residents`` (this module)    serve.yml with real vLLM: a resident and   test_serve_real (deploy, rollback, two
                                     its canary, a refused candidate beside     residents), test_real_vllm_serving

@@ -115,3 +115,14 @@ def test_both_pitfalls_files_go_through_the_one_reader(monkeypatch) -> None:
     assert preflight.load_known_issues()["issues"]
     assert host_failure.load_pitfalls()
     assert read == [package_data.KNOWN_ISSUES, package_data.HOST_ISSUES]
+
+
+def test_the_version_is_the_installed_packages_and_pyprojects():
+    """The version is read from the package's metadata, not from a file of the checkout; ``make
+    setup`` installs again when pyproject.toml changes, so the two agree."""
+    import tomllib
+
+    from sparkbench.version import VERSION
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    assert VERSION == pyproject["project"]["version"]

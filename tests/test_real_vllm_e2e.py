@@ -4,9 +4,11 @@ against real vLLM's own per-token timing.
 
 One playbook run, two local hosts (group real_cpu, the project's matrix for it):
 
-- ``rv-cpu01`` measures two real configurations (``tiny-bf16``, ``tiny-fp32``) with ``--warmup 0
-  --concurrency none``, so the only generation requests its servers see are measure.py's
-  single-stream runs. A thread scrapes ``/metrics`` throughout: per server instance, the TPOT
+- ``rv-cpu01`` measures two real configurations through ``sparkbench tune`` over a two-point space
+  (``dtype`` bfloat16 / float32 from ``tiny-bf16``: points ``tiny-bf16.p00`` and ``.p01``) with
+  ``--warmup 0 --concurrency none``, so the only generation requests its servers see are
+  measure.py's single-stream runs. The tune's answer (tune.json, winner.yml, the verdict) is read
+  from the same run: the suite's real-vLLM slot starts no engine of its own for the tune. A thread scrapes ``/metrics`` throughout: per server instance, the TPOT
   histogram moves by exactly those requests, and each run's engine-clock decode time is its own
   step of it. (measure.py's figure against the histogram, mean with mean, is the TPOT truth check:
   tests/test_tpot_truth.py.)
@@ -36,17 +38,24 @@ import pytest
 import yaml
 
 from sparkbench import result as result_mod
+from sparkbench import verdict as verdict_mod
 
 from conftest import docker_available
-from helpers import REPO, ansible_env, playbook_cmd, tpot_histogram
+from helpers import BIN, REPO, ansible_env, playbook_cmd, tpot_histogram
 from reliability import ContainerCreations
 
 IMAGE = "sparkbench/vllm-cpu:v0.32.0"
 _BASE = 18400 + 2 * (os.getpid() % 40)  # 18400-18479
 MEASURE_HOST, FAIL_HOST = "rv-cpu01", "rv-cpu02"
 PORTS = {MEASURE_HOST: _BASE, FAIL_HOST: _BASE + 1}
-MEASURED = ["tiny-bf16", "tiny-fp32"]
-RUNS = 3
+#: The tune's space on rv-cpu01: its two points are the two measured configurations. Its minutes
+#: end before a race could start (a race starts both engines again: real vLLM's CPU budget per
+#: ``make test``); racing and the equal choice are tested on the simulated unit (test_tune_sim).
+TUNE_SPACE = {"base": "tiny-bf16", "objective": "single", "budget": {"trials": 2, "minutes": 0.1},
+              "space": {"dtype": ["bfloat16", "float32"]}}
+MEASURED = ["tiny-bf16.p00", "tiny-bf16.p01"]
+#: Five a side: the fewest a verdict between the tune's two points stands on (sparkbench.verdict).
+RUNS = 5
 #: Failures that start real vLLM only as far as they must, each diagnosed from the real log in
 #: every run: vLLM's own argument parser (a launch failure) and the plan-time flag check (no container).
 FAILURES = {
@@ -133,7 +142,6 @@ def real_run(tmp_path_factory):
             env["VLLM_CPU_OMP_THREADS_BIND"] = bind[host]
         hosts[host] = {"vllm_server_port": port, "vllm_server_env": env, "bench_profiles_dir": str(profiles),
                        "llm_bench_remote_dir": str(tmp / f"work-{host}")}
-    hosts[MEASURE_HOST]["bench_select"] = MEASURED
     failures = {**FAILURES, **(RECORDED_FAILURES if RECORD else {})}
     hosts[FAIL_HOST]["bench_extra_variants"] = list(failures.values())
     hosts[FAIL_HOST]["bench_select"] = list(failures)
@@ -160,24 +168,28 @@ def real_run(tmp_path_factory):
         "bench_bracket": False,
     }
     (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
-    env = ansible_env()
+    (tmp / "space.yml").write_text(yaml.safe_dump(TUNE_SPACE))
+    env = ansible_env(SPARKBENCH_RUNNER_DIR=str(tmp / "runner"))
     env.pop("HF_TOKEN", None)
     # Two runs of bench.yml with the same run id, one host each: first the failures, then the
     # measured variants, so that rv-cpu01 measures while nothing else starts on these 2 cores
     # (bench.yml's hosts run in parallel; with rv-cpu02's engine start-ups beside the measurement
     # the client-side TPOT drifted 2-17 % from the server's: delivery, not generation, was late).
-    def cmd(host: str) -> list[str]:
-        return playbook_cmd("bench.yml", "-e", f"@{tmp / 'extra.yml'}", "-e", "bench_run_id=RV1", limit=host,
-                            inventories=[REPO / "inventory/hosts.yml", tmp / "inventory.yml"])
+    inventories = [REPO / "inventory/hosts.yml", tmp / "inventory.yml"]
+    fail_cmd = playbook_cmd("bench.yml", "-e", f"@{tmp / 'extra.yml'}", "-e", "bench_run_id=RV1", limit=FAIL_HOST,
+                            inventories=inventories)
+    tune_cmd = [str(BIN / "python"), str(REPO / "scripts" / "sparkbench"), "tune", str(tmp / "space.yml"),
+                *[a for inv in inventories for a in ("-i", str(inv))], "-l", MEASURE_HOST,
+                "-e", f"@{tmp / 'extra.yml'}", "--run-id", "RV1", "--results-dir", str(results)]
     watcher = MetricsWatcher(f"http://127.0.0.1:{PORTS[MEASURE_HOST]}")
     t0, creations = time.monotonic(), ContainerCreations()
     procs = []
     try:
         with creations:
-            procs.append(subprocess.run(cmd(FAIL_HOST), cwd=REPO, env=env, capture_output=True, text=True,
+            procs.append(subprocess.run(fail_cmd, cwd=REPO, env=env, capture_output=True, text=True,
                                         timeout=1800))
             watcher.start()
-            procs.append(subprocess.run(cmd(MEASURE_HOST), cwd=REPO, env=env, capture_output=True, text=True,
+            procs.append(subprocess.run(tune_cmd, cwd=REPO, env=env, capture_output=True, text=True,
                                         timeout=1800))
     finally:
         watcher.stop.set()
@@ -186,12 +198,13 @@ def real_run(tmp_path_factory):
         wall = time.monotonic() - t0
         created = creations.names
         subprocess.run(["docker", "rm", "-f", *[f"{prefix}-{h}" for h in PORTS]], capture_output=True, timeout=120)
-    # The failures' run exits non-zero (a variant failed); the measured run's is the one the tests read.
+    # The failures' run exits non-zero (a variant failed); the tune's is the one the tests read.
     proc = procs[-1]
     print(f"\nreal vLLM playbook: {wall:.0f} s wall")
     run = results / "RV1"
     # each document with the probe after it (written to a file of its own: sparkbench.result.stored)
     docs = {p.relative_to(run).with_suffix("").as_posix(): result_mod.stored(p) for p in run.glob("*/*.json")}
+    tune = json.loads((run / "tune.json").read_text()) if (run / "tune.json").exists() else None
     if RECORD:
         RECORDED_DIR.mkdir(parents=True, exist_ok=True)
         for name in RECORDED_FAILURES:
@@ -199,7 +212,7 @@ def real_run(tmp_path_factory):
                 text = json.dumps(docs[f"{FAIL_HOST}/{name}"], indent=1).replace(str(tmp), "$TMP")  # no machine path
                 (RECORDED_DIR / f"{name}.json").write_text(text + "\n")
         print(f"\nrecorded {len(RECORDED_FAILURES)} failure documents under {RECORDED_DIR.relative_to(REPO)}")
-    yield {"proc": proc, "fail_proc": procs[0], "run": run, "docs": docs, "created": created, "prefix": prefix,
+    yield {"proc": proc, "fail_proc": procs[0], "run": run, "docs": docs, "tune": tune, "created": created, "prefix": prefix,
            "instances": watcher.instances, "wall": wall}
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -260,7 +273,7 @@ def test_real_results_carry_the_manifest_and_say_cpu(real_run):
     assert "protocol" not in doc(real_run, FAIL_HOST, "bad-dtype") or \
         "bandwidth" not in doc(real_run, FAIL_HOST, "bad-dtype")["protocol"]
     dtypes = {n: doc(real_run, MEASURE_HOST, n)["launch"]["argv"] for n in MEASURED}
-    assert "bfloat16" in dtypes["tiny-bf16"] and "float32" in dtypes["tiny-fp32"]
+    assert "bfloat16" in dtypes["tiny-bf16.p00"] and "float32" in dtypes["tiny-bf16.p01"]
 
 
 @pytest.mark.ansible
@@ -331,3 +344,34 @@ def test_report_shows_no_spark_roofline_for_cpu_figures_and_says_why(real_run):
     assert {f["variant"] for f in results["failures"]} == set(FAILURES) | (set(RECORDED_FAILURES) if RECORD else set())
     assert results["terminal_table"].startswith("REAL vLLM ON A CPU")
     assert "REAL vLLM ON A CPU" in proc.stdout
+
+
+@pytest.mark.ansible
+@pytest.mark.real
+def test_a_two_point_tune_on_real_vllm_answers_from_its_own_measurements(real_run):
+    """The tune's points were launched with their values by the same roles and protocol as bench.yml;
+    tune.json's figure of each is its document's median, the winner is the better one with its
+    verdict against the other over their per-request rates (5 a side: the budget's minutes ended
+    before a race), labelled as CPU figures; winner.yml selects it for bench.yml and serve.yml."""
+    from sparkbench.report.terminal import CPU_LABEL
+
+    tune, proc = real_run["tune"], real_run["proc"]
+    assert tune is not None and tune["state"] == "done", proc.stdout[-3000:]
+    assert tune["simulated"] is False and tune["backends"] == ["vllm-cpu"] and CPU_LABEL in proc.stdout
+    trials = {t["name"]: t for t in tune["trials"]}
+    assert set(trials) == set(MEASURED) and all(t["status"] == "measured" for t in trials.values()), trials
+    assert [trials[n]["point"]["dtype"] for n in MEASURED] == ["bfloat16", "float32"]
+    medians = {n: doc(real_run, MEASURE_HOST, n)["single"]["decode_tok_s_median"] for n in MEASURED}
+    assert {n: t["figures"]["single"] for n, t in trials.items()} == medians
+    won = tune["winner"]
+    best = max(medians, key=medians.get)
+    assert won["name"] == best and won["runner_up"] == next(n for n in MEASURED if n != best)
+    assert tune["races"] == 0 and won["verdict"]["n_reference"] == won["verdict"]["n_other"] == RUNS
+    assert won["words"] in proc.stdout and ("equal choice" in won["words"]) == won["equal_choice"]
+    assert won["verdict"]["text"] != verdict_mod.NOT_ENOUGH, won  # separated, or "no difference detectable …"
+    entry = yaml.safe_load((real_run["run"] / "winner.yml").read_text())
+    assert entry["bench_select"] == [won["name"]] and entry["serve_run"] == "RV1"
+    assert entry["bench_extra_variants"][0]["args"]["dtype"] == won["point"]["dtype"]
+    report = (real_run["run"] / "report.md").read_text()
+    assert "## Tune: tiny-bf16 (single)" in report
+    print("\n" + proc.stdout[proc.stdout.index(CPU_LABEL):])

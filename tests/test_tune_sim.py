@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sparkbench.report.terminal import SIMULATED_LABEL
+
 from conftest import image_present
 
 pytestmark = [pytest.mark.skipif(not image_present("sparkbench/vllm-sim:v0.25.0"),
@@ -103,6 +105,7 @@ def test_the_seeds_space_prunes_2048_and_spec3_wins_within_four_trials(tuner, se
     won = doc["winner"]
     assert won["point"]["speculative-config.num_speculative_tokens"] == 3, doc["winner"]
     assert doc["state"] == "done" and won["words"] in proc.stdout
+    assert doc["simulated"] is True and SIMULATED_LABEL in proc.stdout
     # the prediction ordered the first round: deeper speculation first
     first = sorted(by_status["measured"], key=lambda t: -(t["predicted_tok_s"] or 0))[:2]
     assert all(t["point"]["speculative-config.num_speculative_tokens"] == 3 for t in first)

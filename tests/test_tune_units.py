@@ -151,7 +151,12 @@ def test_two_points_that_cannot_be_told_apart_give_the_cheaper_as_the_equal_choi
     assert not separated and v["kind"] in ("no_difference", "not_enough")
     won = answer.winner(deep, shallow, v, separated)
     assert won["equal_choice"] and won["name"] == "b.p02" and won["runner_up"] == "b.p05"
-    assert "cannot be told apart" in won["words"] and "b.p02 is the equal choice" in won["words"]
+    assert "cannot be told apart" in won["words"] and "b.p02 is the equal choice: it asks less" in won["words"]
+    # two points that ask the same of the unit (a dtype): the better median, and the answer says why
+    f32 = _trial("t.p01", {"dtype": "float32"}, 360.2)
+    bf16 = _trial("t.p00", {"dtype": "bfloat16"}, 264.1)
+    won = answer.winner(f32, bf16, v, False)
+    assert won["name"] == "t.p01" and "the two ask the same of the unit and its median is the higher" in won["words"]
 
 
 def test_two_objectives_rank_the_pareto_front_first():
@@ -161,3 +166,14 @@ def test_two_objectives_rank_the_pareto_front_first():
               {**_trial("p2", {}, 95.0), "figures": {"single": 95.0, "parallel@8": 290.0}}]
     assert answer.pareto_front(trials, ["single", "parallel@8"]) == ["p0", "p1"]
     assert [t["name"] for t in answer.leaders(trials, objectives)][:2] == ["p0", "p1"]
+
+
+def test_the_answer_says_where_its_figures_come_from(tmp_path):
+    from sparkbench.report.terminal import CPU_LABEL, SIMULATED_LABEL
+    from sparkbench.runner.tune import answer_lines
+
+    doc = {"base": "tiny-bf16", "objectives": ["single"], "budget": {"trials": 2}, "trials": [], "winner": None}
+    assert answer_lines({**doc, "simulated": True, "backends": ["vllm-sim"]}, tmp_path)[0] == SIMULATED_LABEL
+    assert answer_lines({**doc, "simulated": False, "backends": ["vllm-cpu"]}, tmp_path)[0] == CPU_LABEL
+    # nothing measured: no figure to label
+    assert answer_lines({**doc, "simulated": None, "backends": []}, tmp_path)[0].startswith("tune tiny-bf16")

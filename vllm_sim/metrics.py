@@ -66,7 +66,9 @@ class _Hist:
 class Metrics:
     """vLLM metrics for one engine (``engine="0"``) and one served model name."""
 
-    HISTS = {
+    #: every histogram in exposition order: its help and its buckets (None: a token count's,
+    #: ``token_buckets`` up to the served model's max_model_len)
+    HISTS: dict[str, tuple[str, list[float] | None]] = {
         "vllm:time_to_first_token_seconds": ("Histogram of time to first token in seconds.", TTFT_BUCKETS),
         "vllm:inter_token_latency_seconds": ("Histogram of inter-token latency in seconds.", ITL_BUCKETS),
         "vllm:request_time_per_output_token_seconds": ("Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS),
@@ -76,15 +78,11 @@ class Metrics:
         "vllm:request_prefill_time_seconds": ("Histogram of time spent in PREFILL phase for request.", REQ_BUCKETS),
         "vllm:request_decode_time_seconds": ("Histogram of time spent in DECODE phase for request.", REQ_BUCKETS),
         "vllm:iteration_tokens_total": ("Histogram of number of tokens per engine_step.", ITER_BUCKETS),
-    }
-    TOKEN_HISTS = {
-        "vllm:request_prompt_tokens": "Number of prefill tokens processed.",
-        "vllm:request_generation_tokens": "Number of generation tokens processed.",
-        "vllm:request_max_num_generation_tokens": "Histogram of maximum number of requested generation tokens.",
-        "vllm:request_params_max_tokens": "Histogram of the max_tokens request parameter.",
-        "vllm:request_prefill_kv_computed_tokens": "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
-    }
-    FIXED_HISTS = {
+        "vllm:request_prompt_tokens": ("Number of prefill tokens processed.", None),
+        "vllm:request_generation_tokens": ("Number of generation tokens processed.", None),
+        "vllm:request_max_num_generation_tokens": ("Histogram of maximum number of requested generation tokens.", None),
+        "vllm:request_params_max_tokens": ("Histogram of the max_tokens request parameter.", None),
+        "vllm:request_prefill_kv_computed_tokens": ("Histogram of new KV tokens computed during prefill (excluding cached tokens).", None),
         "vllm:request_num_preemptions": ("Histogram of the number of times a request was preempted.", PREEMPTION_BUCKETS),
         "vllm:request_params_n": ("Histogram of the n request parameter.", N_BUCKETS),
     }
@@ -116,10 +114,8 @@ class Metrics:
         self.created = time.time()
         self.counters = {n: 0.0 for n in self.COUNTERS}
         self.success = {r: 0.0 for r in FINISH_REASONS}
-        self.hists = {n: _Hist(b) for n, (_h, b) in self.HISTS.items()}
         tb = token_buckets(max_model_len)
-        self.hists.update({n: _Hist(tb) for n in self.TOKEN_HISTS})
-        self.hists.update({n: _Hist(b) for n, (_h, b) in self.FIXED_HISTS.items()})
+        self.hists = {n: _Hist(tb if b is None else b) for n, (_h, b) in self.HISTS.items()}
         self.prompt_by_source = {s: 0.0 for s in PROMPT_SOURCES}
         self.cached_by_source = {s: 0.0 for s in CACHED_SOURCES}
         self.cache_info = {k: str(v) for k, v in (cache_info or {}).items()}
@@ -218,7 +214,7 @@ class Metrics:
             self._counter(out, "vllm:request_success", "Count of successfully processed requests.",
                           [({**b, "finished_reason": r}, v) for r, v in self.success.items()])
             for name, h in self.hists.items():
-                help_ = (self.HISTS.get(name) or self.FIXED_HISTS.get(name) or (self.TOKEN_HISTS.get(name),))[0]
+                help_ = self.HISTS[name][0]
                 out += [f"# HELP {name} {help_}", f"# TYPE {name} histogram"]
                 for le, c in zip(h.buckets, h.counts):
                     out.append(f"{name}_bucket{_labels({**b, 'le': _fmt(le)})} {_fmt(c)}")

@@ -1,10 +1,14 @@
 """What every module of measure shares: versions, exit codes, the run's exceptions, the log."""
 from __future__ import annotations
 
+import json
 import math
 import sys
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .shapes import JSONObject
 
 SCRIPT_VERSION = "1.2.0"
 SCHEMA_VERSION = "1"
@@ -62,6 +66,18 @@ def clean_json(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [clean_json(v) for v in obj]
     return obj
+
+
+def json_object(text: str) -> JSONObject:
+    """``text`` parsed as a JSON object; ValueError saying ``not JSON (why)`` or ``not a JSON object``,
+    for the caller to put what it read in front."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
 
 
 def inf_str(v: float) -> float | str:

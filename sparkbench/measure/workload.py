@@ -1,9 +1,10 @@
 """The arrival-rate phase's workload file (``--replay FILE.jsonl``): one request a line."""
 from __future__ import annotations
 
-import json
 import math
 from typing import TypedDict
+
+from .common import json_object
 
 
 class ReplayRow(TypedDict):
@@ -30,11 +31,9 @@ def load_replay(path: str) -> list[ReplayRow]:
             continue
         where = f"argument --replay: {path} line {no}"
         try:
-            obj = json.loads(line)
+            obj = json_object(line)
         except ValueError as exc:
-            raise ValueError(f"{where}: not JSON ({exc})") from None
-        if not isinstance(obj, dict):
-            raise ValueError(f"{where}: not a JSON object")
+            raise ValueError(f"{where}: {exc}") from None
         off = obj.get("offset_s")
         if isinstance(off, bool) or not isinstance(off, (int, float)) or not math.isfinite(off) or off < 0:
             raise ValueError(f"{where}: offset_s must be a number of seconds >= 0")

@@ -64,8 +64,13 @@ def wrap(text: str, width: int, first: str = "", rest: str = "  ") -> list[str]:
 
 def label(doc: dict) -> str:
     """The first line: whether the figures are simulated, from a CPU or from real hardware."""
-    backends = {r.get("backend") for r in doc.get("rows") or []}
-    if doc.get("simulated"):
+    return source_label(bool(doc.get("simulated")), {r.get("backend") for r in doc.get("rows") or []})
+
+
+def source_label(simulated: bool, backends: set) -> str:
+    """Where figures come from: the simulator, vLLM's CPU build or real hardware (``backends``:
+    the serving backends of the rows, results.json's ``backend``)."""
+    if simulated:
         return SIMULATED_LABEL
     if backends == {"vllm-cpu"}:
         return CPU_LABEL

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import InputError
+from ..report.closing import source_label
 from ..tune import TUNE_FILE, WINNER_FILE
 from ..tune.space import load_space
 from .api import EXIT_PLAYBOOK_ERROR, EXIT_USAGE, BenchResult, new_run_id, output_tail, run_bench
@@ -49,6 +50,8 @@ def _point_line(trial: dict) -> str:
 def answer_lines(doc: dict, run_dir: Path) -> list[str]:
     """The closing lines: every point, then the answer and where the winner's entry is."""
     lines = [f"tune {doc['base']} ({', '.join(doc['objectives'])}; budget {doc['budget']['trials']} trials):"]
+    if doc.get("simulated") is not None:
+        lines.insert(0, source_label(bool(doc["simulated"]), set(doc.get("backends") or [])))
     lines += [_point_line(t) for t in doc["trials"]]
     won = doc.get("winner")
     if won:

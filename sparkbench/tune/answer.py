@@ -131,7 +131,9 @@ def winner(best: TrialRecord, second: TrialRecord | None, v: SampleVerdict | Non
                 "words": f"{best['name']} wins: against {second['name']} it {v['text'] if v else 'differs'}"}
     cheap, other = (best, second) if cost(best["point"]) <= cost(second["point"]) else (second, best)
     said = v["text"] if v else "no verdict"
+    why = ("it asks less of the unit" if cost(cheap["point"]) < cost(other["point"]) else
+           "the two ask the same of the unit and its median is the higher")
     return {"name": cheap["name"], "point": cheap["point"], "figures": cheap["figures"],
             "runner_up": other["name"], "verdict": v, "equal_choice": True,
             "words": f"{best['name']} and {second['name']} cannot be told apart ({said}); "
-                     f"{cheap['name']} is the equal choice: it asks less of the unit"}
+                     f"{cheap['name']} is the equal choice: {why}"}

@@ -43,6 +43,8 @@ class TuneDocument(TypedDict):
     trials: list[answer.TrialRecord]
     front: list[str] | None
     winner: answer.Winner | None
+    simulated: bool | None
+    backends: list[str]
 
 
 def _stored(run_dir: Path) -> dict | None:
@@ -104,7 +106,16 @@ def document(state: State, started_at: str, phase: str, won: answer.Winner | Non
             "space": {k: list(v) for k, v in state.space.space.items()}, "started_at": started_at,
             "state": phase, "races": max([len(d) - 1 for d in state.docs.values() if d] or [0]),
             "trials": records, "front": answer.pareto_front(records, names) if len(names) > 1 else None,
-            "winner": won}
+            "winner": won, **_source(state)}
+
+
+def _source(state: State) -> dict[str, object]:
+    """Where the measured points' figures come from, as results.json says it: ``simulated`` (None
+    before any point is measured) and the serving ``backends``."""
+    docs = [d[0] for d in state.docs.values() if d and d[0].get("status") == "complete"]
+    backends = sorted({str((d.get("manifest") or {}).get("backend")) for d in docs
+                       if (d.get("manifest") or {}).get("backend")})
+    return {"simulated": any(bool(d.get("simulated")) for d in docs) if docs else None, "backends": backends}
 
 
 def winner_vars(state: State, won: answer.Winner, run_id: str) -> dict[str, object]:
