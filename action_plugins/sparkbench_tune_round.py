@@ -5,8 +5,8 @@ controller.
 
 Reads the host's plan variables (``sparkbench_plan``'s), plans the space's base and every point as
 bench.yml would, reads what the run folder (``bench_results_dir``/``bench_run_id``) holds, and
-decides what this host measures now (``sparkbench.tune.decide.plan_round``). The first host of the
-play writes ``tune.json`` and, once the tune is done, ``winner.yml``. A bad space fails the task
+decides what this host measures now (``sparkbench.tune.decide.plan_round``). Several units must be
+peers (one hardware profile: ``sparkbench.tune.units``). The first host of the play writes ``tune.json`` and, once the tune is done, ``winner.yml``. A bad space fails the task
 naming the field and the fix, before any host is touched.
 """
 
@@ -35,6 +35,13 @@ class ActionModule(ControllerAction):
         space = load_space(args["space"])
         host = str(task_vars.get("inventory_hostname", ""))
         hosts = [str(h) for h in task_vars.get("ansible_play_hosts_all") or [host]]
+        if len(hosts) > 1:
+            from sparkbench.tune.units import peer_problem
+
+            hostvars = task_vars.get("hostvars") or {}
+            problem = peer_problem({h: (hostvars.get(h) or {}).get("bench_hardware_profile_name") for h in hosts})
+            if problem:
+                raise InputError(problem)
         if not variables.get("bench_run_id"):
             raise InputError("bench_run_id is not set: a tune is one run; pass -e bench_run_id=ID (the same id "
                              "resumes it), or run scripts/sparkbench tune, which picks one")

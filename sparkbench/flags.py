@@ -186,17 +186,20 @@ def _value_problem(flag: str, opt: ArgOption, value: FlagValue) -> str | None:
     return None
 
 
-def flag_problems(args: Mapping[str, FlagValue] | None, version: str | None) -> list[PreflightFailure]:
-    """One ``{id, reason, remedy}`` per flag of ``args`` that ``version``'s parser would refuse."""
-    table, which = argument_table(version)
+def flag_problems(args: Mapping[str, FlagValue] | None, version: str | None, *,
+                  table: tuple[dict[str, ArgOption], str] | None = None) -> list[PreflightFailure]:
+    """One ``{id, reason, remedy}`` per flag of ``args`` that ``version``'s parser would refuse;
+    ``table``: an argument table and its description (as :func:`argument_table` returns) to check
+    against instead of ``version``'s."""
+    options, which = table if table is not None else argument_table(version)
     out: list[PreflightFailure] = []
     for flag, value in normalize_args(args).items():
         if value is None:
             continue
         name = f"--{flag}"
-        opt = table.get(name)
+        opt = options.get(name)
         if opt is None:
-            near = difflib.get_close_matches(name, list(table), n=1, cutoff=0.6)
+            near = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
             out.append({"id": ISSUE_ID, "reason": f"{name} is not a vLLM flag (checked against {which})",
                         "remedy": (f"use {near[0]}" if near else "remove it")
                                   + "; the flags are listed in sparkbench/data/vllm_args/ (see `vllm serve --help`)"})

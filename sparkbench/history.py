@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict, cast, get_args
 
 from .errors import DocumentError
-from .paths import DEFAULT_RESULTS_DIR
+from .paths import DEFAULT_RESULTS_DIR, UPGRADE_SUFFIX
 from .unit_figures import unit_figures
 from .values import dig
 
@@ -96,7 +96,7 @@ def index_path(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> Path:
 
 
 def _result_files(run_dir: Path) -> list[Path]:
-    return sorted(p for p in run_dir.glob("*/*.json") if not p.name.endswith(".bracket.json"))
+    return sorted(p for p in run_dir.glob("*/*.json") if not p.name.endswith((".bracket.json", UPGRADE_SUFFIX)))
 
 
 def _run_dirs(results_dir: Path) -> list[Path]:

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 NAME_RE = re.compile(r"^[a-z0-9._-]+$")
 _BUILD_KEYS = {"name", "model", "revision", "image", "image_flavor", "vllm_version", "env", "args", "description"}
 _CONFIG_KEYS = {"name", "image", "image_flavor", "vllm_version", "env", "args", "description"}
-_EXTRA_KEYS = {"name", "build", "config", "model", "revision", "image", "image_flavor", "vllm_version", "env",
-               "args", "description", "preflight"}
+EXTRA_KEYS = {"name", "build", "config", "model", "revision", "image", "image_flavor", "vllm_version", "env",
+              "args", "description", "preflight", "replaces"}
 
 
 class ConfigEntry(TypedDict, total=False):
@@ -57,12 +57,15 @@ class BuildEntry(ConfigEntry, total=False):
 
 
 class ExtraVariantEntry(BuildEntry, total=False):
-    """One variant of ``bench_extra_variants`` (``_EXTRA_KEYS``; also ``noprefix_variants``' and the
+    """One variant of ``bench_extra_variants`` (``EXTRA_KEYS``; also ``noprefix_variants``' and the
     backend comparison's): a build's keys, the build and configuration it starts from, ``preflight``."""
 
     build: str
     config: str
     preflight: bool
+    #: this entry stands in for the variant of the same name (the matrix's or an earlier extra
+    #: one): an upgrade's candidate, measured under the resident's own name
+    replaces: bool
 
 
 class _VariantRequired(TypedDict):
@@ -238,7 +241,7 @@ def _extras(extra_variants: Sequence[ExtraVariantEntry] | None, build_map: Mappi
     """The extra variants, each on a listed build and configuration (default: the first one)."""
     variants = []
     for i, extra in enumerate(extra_variants or []):
-        _check_entry("extra_variants", i, extra, _EXTRA_KEYS)
+        _check_entry("extra_variants", i, extra, EXTRA_KEYS)
         if extra.get("build") not in build_map:
             raise _err(f"extra_variants[{i}] ('{extra['name']}') build {extra.get('build')!r} is not one of "
                        f"{', '.join(build_map)}; set build: to a listed build")
@@ -285,7 +288,10 @@ def variant_matrix(builds: Sequence[BuildEntry], configs: Sequence[ConfigEntry] 
     defaults = _Defaults(common_args=common_args, env=env, image=image, vllm_version=vllm_version, profiles=profiles)
     variants = [_expand(build, config, None, f"{build['name']}-{config['name']}", "matrix", defaults)
                 for build in builds for config in configs]
-    variants += _extras(extra_variants, build_map, config_map, defaults)
+    extras = _extras(extra_variants, build_map, config_map, defaults)
+    replaced = {e["name"] for e in extra_variants or [] if e.get("replaces") is True}
+    variants = [v for v in variants if v["name"] not in replaced]
+    variants += [v for v, e in zip(extras, extra_variants or []) if e.get("replaces") is True or v["name"] not in replaced]
     seen: set[str] = set()
     for variant in variants:
         if variant["name"] in seen:

@@ -19,6 +19,11 @@ PROFILES_DIR = REPO_ROOT / "profiles"
 DEFAULT_RESULTS_DIR = REPO_ROOT / "results"
 
 
+#: an upgrade's decision for one resident, ``<run>/<host>/<variant>.upgrade.json`` (sparkbench.upgrade):
+#: beside the results, not one of them
+UPGRADE_SUFFIX = ".upgrade.json"
+
+
 def result_path(results_dir: str | Path, run_id: str, host: str, variant: str) -> Path:
     """``<results_dir>/<run_id>/<host>/<variant>.json``: the one place that spells the layout."""
     return Path(results_dir) / str(run_id) / str(host) / f"{variant}.json"

@@ -26,6 +26,9 @@ run (where it is defined)           what it starts                             r
 ``walkthrough`` (test_ssh_units)    the README over SSH: provision, check,     test_ssh_units
                                     bench, serve, teardown
 ``first_run`` (test_playbook_bench) bench.yml on the simulated fleet           test_playbook_bench
+``fleet`` (test_upgrade_sim)        three simulated units: bench.yml, serve.yml test_upgrade_sim (refused, passed and
+                                    and one upgrade.yml run, each unit with     deployed, never healthy; --check; bad
+                                    its own candidate                          input through sparkbench upgrade)
 =================================  =========================================  ==========================================
 
 The real-vLLM runs are in two pytest-xdist groups (tests/conftest.py ``SHARED_GROUPS``): ``real_vllm``

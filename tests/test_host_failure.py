@@ -78,6 +78,11 @@ def test_an_unreachable_host_gets_the_connection_remedy_only():
     assert f["reason"] == ("unreachable: Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 "
                            "port 18799: Connection refused")
     assert f["issue"] == "ssh_no_connection" and "spark02" in f["remedy"] and f["task"] == "connection"
+    # Ansible's words when ssh exits before it took the module (a refused connection on a busy controller)
+    pipe = explain("connection", {"unreachable": True, "msg": "Task failed: Data could not be sent to remote host "
+                                  "'127.0.0.1'. Make sure this host can be reached over SSH: [Errno 32] Broken pipe"},
+                   "spark02")
+    assert pipe["issue"] == "ssh_no_connection" and "check that spark02 is on and reachable" in pipe["remedy"]
     key = explain("connection", {"unreachable": True, "msg": "Host key verification failed."}, "spark02")
     assert key["issue"] == "ssh_host_key" and "StrictHostKeyChecking=accept-new" in key["remedy"]
     # a reachable host's "timed out" is not a connection problem

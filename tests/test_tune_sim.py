@@ -1,11 +1,12 @@
-"""``sparkbench tune`` on a simulated unit, end to end through playbooks/tune.yml and bench.yml.
+"""``sparkbench tune`` on two simulated peer units, end to end through playbooks/tune.yml and bench.yml.
 
 The seed's question (issue 47): from nvidia-mtp2, speculative tokens 1/2/3 × max-num-batched-tokens
 2048/4096/8192, single stream, 4 trials. The simulator makes the answer knowable: 2048 is pruned by
 the known Mamba pitfall before any launch, deeper speculation decodes faster (acceptance 0.86/0.67/
-0.55), the batched-token budget changes nothing at one stream. Then: the same tune again measures
-nothing, a trial that fails at launch is recorded while the search goes on, and bad spaces exit 4
-naming the field."""
+0.55), the batched-token budget changes nothing at one stream; each round's points are dealt to the
+two units, the race runs on the first. Then: the same tune again measures
+nothing, a trial that fails at launch is recorded while the search goes on, and bad spaces (and
+units that are not peers) exit 4 naming the field."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ pytestmark = [pytest.mark.skipif(not image_present("sparkbench/vllm-sim:v0.25.0"
               pytest.mark.ansible]
 
 REPO = Path(__file__).resolve().parent.parent
-HOST = "tune-sim01"
-PORT = 19700 + os.getpid() % 50
+HOST, PEER = "tune-sim01", "tune-sim02"
+OTHER = "tune-cpu01"  # another hardware profile: never reached (the round refuses it first)
+PORT = 19700 + os.getpid() % 50  # 19700-19749; the peer's 50 above
 SEED_SPACE = {"base": "nvidia-mtp2", "objective": "single", "budget": {"trials": 4},
               "space": {"speculative-config.num_speculative_tokens": [1, 2, 3],
                         "max-num-batched-tokens": [2048, 4096, 8192]}}
@@ -47,12 +49,15 @@ class Tuner:
         # llm_bench_runs (a fact playbooks/tune.yml sets) applies: an extra var would win over it.
         settings = {"llm_bench_output_tokens": 64, "llm_bench_runs": 5, "llm_bench_warmup": 0,
                     "llm_bench_concurrency": [], "llm_bench_quality": False, "llm_bench_image": False,
-                    "llm_bench_context": [], "llm_bench_telemetry": "off", "llm_bench_remote_dir": str(tmp / "work")}
+                    "llm_bench_context": [], "llm_bench_telemetry": "off"}
         inv = {"all": {"children": {"sparks": {"children": {"sim_sparks": {"hosts": {
-            HOST: {"vllm_server_port": PORT, **settings}}}}}}}}
+            HOST: {"vllm_server_port": PORT, "llm_bench_remote_dir": str(tmp / f"work-{HOST}"), **settings},
+            PEER: {"vllm_server_port": PORT + 50, "llm_bench_remote_dir": str(tmp / f"work-{PEER}"), **settings},
+            OTHER: {"vllm_server_port": PORT + 100, "bench_hardware_profile_name": "x86-cpu", **settings}}}}}}}}
         (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
         extra = {"spark_host_hf_cache": str(tmp / "hf"), "vllm_server_container_prefix": self.prefix,
-                 "spark_host_probe_container": self.prefix + "-probe", "spark_host_download_container": self.prefix + "-dl",
+                 "spark_host_probe_container": self.prefix + "-probe-{{ inventory_hostname }}",
+                 "spark_host_download_container": self.prefix + "-dl-{{ inventory_hostname }}",
                  "sparkbench_sim_common_env": {"VLLM_SIM_LOAD_SECONDS": "1", "VLLM_SIM_JITTER": "0",
                                                "VLLM_SIM_SHORT_THINKING": "1"},
                  "bench_bandwidth_probe": False}
@@ -63,9 +68,9 @@ class Tuner:
         path.write_text(yaml.safe_dump(content))
         return path
 
-    def tune(self, space: Path, run_id: str) -> subprocess.CompletedProcess:
+    def tune(self, space: Path, run_id: str, units: str = HOST) -> subprocess.CompletedProcess:
         cmd = [sys.executable, str(REPO / "scripts" / "sparkbench"), "tune", str(space), "-i",
-               str(REPO / "inventory" / "hosts.yml"), "-i", str(self.tmp / "inventory.yml"), "-l", HOST,
+               str(REPO / "inventory" / "hosts.yml"), "-i", str(self.tmp / "inventory.yml"), "-l", units,
                "-e", f"@{self.tmp / 'extra.yml'}", "--run-id", run_id, "--results-dir", str(self.results)]
         env = dict(os.environ, SPARKBENCH_RUNNER_DIR=str(self.tmp / "runner"))
         return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
@@ -87,7 +92,7 @@ def tuner(tmp_path_factory):
 @pytest.fixture(scope="module")
 def seed_tune(tuner):
     t0 = time.monotonic()
-    proc = tuner.tune(tuner.space("seed", SEED_SPACE), "seed")
+    proc = tuner.tune(tuner.space("seed", SEED_SPACE), "seed", units=f"{HOST},{PEER}")
     return proc, time.monotonic() - t0
 
 
@@ -110,8 +115,13 @@ def test_the_seeds_space_prunes_2048_and_spec3_wins_within_four_trials(tuner, se
     first = sorted(by_status["measured"], key=lambda t: -(t["predicted_tok_s"] or 0))[:2]
     assert all(t["point"]["speculative-config.num_speculative_tokens"] == 3 for t in first)
     # a pruned point was never launched: no result, no container
-    host_dir = tuner.results / "seed" / HOST
-    assert not any((host_dir / f"{t['name']}.json").exists() for t in pruned)
+    run = tuner.results / "seed"
+    assert not any((run / unit / f"{t['name']}.json").exists() for t in pruned for unit in (HOST, PEER))
+    # the points were dealt to both units (peers: one hardware profile), the race ran on the first
+    points = {t["name"] for t in by_status["measured"]}
+    on = {unit: {p.stem for p in (run / unit).glob("*.json")} & points for unit in (HOST, PEER)}
+    assert on[HOST] and on[PEER] and on[HOST] | on[PEER] == points and not on[HOST] & on[PEER], on
+    host_dir = run / HOST
     # the two leaders were raced with twice the requests, pooled with their first measurement
     races = sorted(host_dir.glob("*.r1.json"))
     assert doc["races"] == 1 and len(races) == 2
@@ -144,13 +154,13 @@ def test_the_report_has_the_tune_with_its_chart(tuner, seed_tune):
 
 
 def test_the_same_tune_again_starts_no_container_and_measures_nothing(tuner, seed_tune):
-    run = tuner.results / "seed" / HOST
-    before = {p.name: p.stat().st_mtime_ns for p in run.glob("*.json")}
+    run = tuner.results / "seed"
+    before = {p.name: p.stat().st_mtime_ns for p in run.glob("*/*.json")}
     since = time.time()
-    proc = tuner.tune(tuner.space("seed", SEED_SPACE), "seed")
+    proc = tuner.tune(tuner.space("seed", SEED_SPACE), "seed", units=f"{HOST},{PEER}")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "round 1: done" in proc.stdout
-    assert {p.name: p.stat().st_mtime_ns for p in run.glob("*.json")} == before
+    assert {p.name: p.stat().st_mtime_ns for p in run.glob("*/*.json")} == before
     created = subprocess.run(["docker", "events", "--since", f"{since:.0f}", "--until", f"{time.time():.0f}",
                               "--filter", "type=container", "--filter", "event=create", "--format",
                               "{{.Actor.Attributes.name}}"], capture_output=True, text=True, timeout=60).stdout
@@ -176,3 +186,10 @@ def test_a_bad_space_exits_4_naming_the_field_before_any_unit_is_touched(tuner, 
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert named in proc.stdout + proc.stderr
     assert not (tuner.results / f"bad-{len(named)}" / HOST).exists()
+
+
+def test_units_that_are_not_peers_exit_4_before_any_unit_is_touched(tuner):
+    proc = tuner.tune(tuner.space("seed", SEED_SPACE), "mixed", units=f"{HOST},{OTHER}")
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "the units are not peers" in proc.stdout and f"{OTHER}: x86-cpu" in proc.stdout, proc.stdout[-2000:]
+    assert not (tuner.results / "mixed" / HOST).exists()

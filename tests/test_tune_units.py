@@ -177,3 +177,13 @@ def test_the_answer_says_where_its_figures_come_from(tmp_path):
     assert answer_lines({**doc, "simulated": False, "backends": ["vllm-cpu"]}, tmp_path)[0] == CPU_LABEL
     # nothing measured: no figure to label
     assert answer_lines({**doc, "simulated": None, "backends": []}, tmp_path)[0].startswith("tune tiny-bf16")
+
+
+def test_a_tune_over_several_units_takes_peers_only():
+    from sparkbench.tune.units import peer_problem
+
+    assert peer_problem({"spark01": "dgx-spark", "spark02": "dgx-spark"}) is None
+    assert peer_problem({"spark01": "dgx-spark"}) is None
+    said = peer_problem({"spark01": "dgx-spark", "spark02": "dgx-spark", "cpu01": "x86-cpu"})
+    assert said and "not peers" in said and "spark01, spark02: dgx-spark" in said and "cpu01: x86-cpu" in said
+    assert "one tune per profile" in said

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..errors import DocumentError
 from ..package_data import hardware_profile_file, model_profile_file
+from ..paths import UPGRADE_SUFFIX
 from ..result import SCHEMA_VERSION, with_probe_after
 
 STATUSES = ("complete", "incomplete", "failed")
@@ -63,7 +64,8 @@ class RunNotFound(Exception):
 
 def _host_files(run_dir: Path) -> list[Path]:
     return sorted(p for p in Path(run_dir).glob("*/*.json")
-                  if p.is_file() and p.parent.name not in OUTPUT_DIRS and not p.parent.name.startswith("."))
+                  if p.is_file() and p.parent.name not in OUTPUT_DIRS and not p.parent.name.startswith(".")
+                  and not p.name.endswith(UPGRADE_SUFFIX))
 
 
 def result_files(run_dir: Path) -> list[Path]:

@@ -42,6 +42,11 @@ EXAMPLES = {
   scripts/sparkbench tune docs/guides/seed-space.yml -l spark-sim01     the seed's MTP depth × batched tokens
   scripts/sparkbench tune space.yml -l sim_sparks --run-id tune-mtp      trials spread over peers; reuse to resume
 exit codes: 0 a winner, 1 no point could be measured, 3 a round's playbook failed, 4 a bad space, 130 Ctrl-C""",
+    "upgrade": """examples:
+  scripts/sparkbench upgrade sparkbench/vllm-sim:v0.25.0 -l spark-sim01     every resident of the unit
+  scripts/sparkbench upgrade vllm/vllm-openai:v0.26.0 -l spark01 --variant nvidia-mtp3 --tolerance-pct 2.5
+exit codes: 0 passed and deployed, 1 refused (the resident serves as before) or rolled back, 3 a round's
+playbook failed, 4 bad input (before anything starts), 130 Ctrl-C (the same --run-id goes on)""",
     "report": """example:
   scripts/sparkbench report 20261130T120000Z --baseline 20261129T080000Z""",
     "history": """example:
@@ -93,12 +98,27 @@ def _tune(sub) -> None:
     t = _verb(sub, "tune", "search a variant's flags (playbooks/tune.yml): preflight prunes, the prediction "
                            "orders, Optuna searches; a winner with its verdict", codes=False)
     t.add_argument("space", help="SPACE.yml: base, objective, budget, space (docs/guides/tune.md)")
-    t.add_argument("-i", "--inventory", action="append", help="inventory file or folder, repeatable")
-    t.add_argument("-l", "--limit", required=True, help="the unit(s) to tune on, as ansible-playbook -l")
-    t.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE",
-                   help="extra variable (repeatable)")
-    t.add_argument("--run-id", help="results/<run-id> (default: tune-<UTC time>); reuse to resume")
-    t.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
+    _round_options(t, "the unit(s) to tune on", "extra variable (repeatable)",
+                   "results/<run-id> (default: tune-<UTC time>); reuse to resume")
+
+
+def _round_options(p: argparse.ArgumentParser, units: str, extra: str, run_id: str) -> None:
+    """-i, -l (required), -e, --run-id, --results-dir: a verb that runs a playbook in rounds."""
+    p.add_argument("-i", "--inventory", action="append", help="inventory file or folder, repeatable")
+    p.add_argument("-l", "--limit", required=True, help=f"{units}, as ansible-playbook -l")
+    p.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE", help=extra)
+    p.add_argument("--run-id", help=run_id)
+    p.add_argument("--results-dir", help="where runs are stored (default: results/ at the repo root)")
+
+
+def _upgrade(sub) -> None:
+    u = _verb(sub, "upgrade", "upgrade a unit's residents to a new image (playbooks/upgrade.yml): measured "
+                              "beside the current one, gated by verdicts, deployed or refused", codes=False)
+    u.add_argument("image", nargs="?", help="the candidate image (leave out with --model-revision alone)")
+    _round_options(u, "the unit(s)", "extra variable (repeatable), e.g. upgrade_tolerance_pct=5, "
+                   "upgrade_accept_unresolved=true", "results/<run-id> (default: upgrade-<UTC time>); reuse to go on")
+    u.add_argument("--variant", help="one resident (default: every resident of the unit)")
+    u.add_argument("--model-revision", help="the same image with this model revision")
 
 
 def _playbook_verbs(sub) -> None:
@@ -186,6 +206,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="VERB")
     _playbook_verbs(sub)  # provision, bench, health, serve, teardown: the jobs in the order a user meets them
     _tune(sub)
+    _upgrade(sub)
     _stored_verbs(sub)
     _model_verbs(sub)
     return p
