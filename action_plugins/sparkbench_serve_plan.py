@@ -5,7 +5,8 @@
                                      #   (serve_state present), the deployment from its result (found,
                                      #   config hash checked) and the unit's memory plan
 
-``serve_plan.listing`` is true without a serve_variant (serve.yml then lists the unit's residents).
+``serve_plan.listing`` is true without a serve_variant (serve.yml then lists the unit's residents);
+``serve_plan.left_stopped`` the residents an interrupted upgrade left stopped (serve.yml starts them).
 Reads the host's variables by the names in ``sparkbench.serve.deploy_plan.VARIABLES``; bad input
 fails here naming the variable and the fix.
 """
@@ -30,7 +31,9 @@ class ActionModule(ControllerAction):
         results_dir = str(s["bench_results_dir"] or DEFAULT_RESULTS_DIR)
         variant = s["serve_variant"]
         plan = {"state": s["serve_state"], "variant": variant, "port": s["serve_port"],
-                "results_dir": results_dir, "deployment": None, "listing": not variant}
+                "results_dir": results_dir, "deployment": None, "listing": not variant,
+                "left_stopped": residents_mod.left_stopped(results_dir, host),
+                "stopped_file": str(residents_mod.stopped_path(results_dir, host))}
         if variant:
             plan["names"] = deploy_plan.names(s, variant)
             current = residents_mod.load(residents_mod.controller_dir(results_dir, host) / f"{variant}.json")

@@ -1,29 +1,31 @@
 """Action ``sparkbench_upgrade_round``: one round of ``playbooks/upgrade.yml`` for one unit, on the
 controller.
 
-    - sparkbench_upgrade_round: {phase: plan, image_version: "0.25.0"}
+    - sparkbench_upgrade_round: {image_version: "0.25.0"}
         # → fact upgrade_round: kind measure | decided | refused, select, extra_variants, bracket,
-        #   runs, stop, lines; with kind measure the measurement settings as llm_bench_* facts
-    - sparkbench_upgrade_round: {phase: judge, image_version: "0.25.0"}
-        # after bench.yml measured: each resident's gate; once decided, its <variant>.upgrade.json
-        #   and the run's upgrade.md are written
+        #   runs, stop, lines; with kind measure the measurement settings as llm_bench_* facts;
+        #   once decided (each resident's gate), its <variant>.upgrade.json and the run's upgrade.md
+        #   are written (again, the same, when a later call finds the same decision)
 
 Reads the unit's residents from the controller's deployment records (``bench_results_dir/
 .deployments/<host>``), their variants from the results they were deployed from, and this run's
 results (``bench_results_dir/bench_run_id``). Bad input (no image, no resident, a resident that is
 not there) fails naming the variable and the fix; a flag the candidate's parser refuses refuses the
-upgrade before anything starts (``kind: refused``, recorded like any decision).
+upgrade before anything starts (``kind: refused``, recorded like any decision). A round that
+measures notes the residents it stops on the controller first (``sparkbench.residents.stopped_path``):
+a unit lost before they are started again gets them back from its next serve.yml or upgrade.yml run.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from sparkbench import residents as residents_mod
 from sparkbench import settings as settings_mod
 from sparkbench.ansible_action import ControllerAction
 from sparkbench.errors import InputError
-from sparkbench.paths import DEFAULT_RESULTS_DIR
+from sparkbench.paths import DEFAULT_RESULTS_DIR, write_atomic
 
 VARIABLES = ("bench_results_dir", "bench_run_id", "upgrade_image", "upgrade_variant", "upgrade_model_revision",
              "upgrade_tolerance_pct", "upgrade_accept_unresolved")
@@ -35,8 +37,7 @@ def _flag(value: object) -> bool:
 
 class ActionModule(ControllerAction):
     VARIABLE_NAMES = VARIABLES
-    ARGUMENTS = {"phase": {"type": "str", "required": True, "choices": ["plan", "judge"]},
-                 "image_version": {"type": "str", "default": ""}}
+    ARGUMENTS = {"image_version": {"type": "str", "default": ""}}
 
     def act(self, args, variables, task_vars):
         # Here, not at the top: the gate reads the document models, which no plugin loads when it loads.
@@ -70,11 +71,18 @@ class ActionModule(ControllerAction):
             return self._refused(found, refusals, run_dir, host, tolerance, report, document_mod)
         runs = int(found[0]["settings"].get("runs") or settings_mod.DEFAULTS["runs"])
         rnd = plan_round(found, run_dir, host, runs=runs, tolerance_pct=tolerance, accept_unresolved=accept)
-        facts: dict = {"upgrade_round": {**rnd, "passed": [], "refused": []}}
+        left = residents_mod.left_stopped(results_dir, host)
+        facts: dict = {"upgrade_round": {**rnd, "passed": [], "refused": [], "left_stopped": left,
+                                         "stopped_file": str(residents_mod.stopped_path(results_dir, host))}}
         if rnd["kind"] == "measure":
+            # what an interrupted round left stopped is started again with this round's residents
+            rnd["stop"] += [{**r, "health_url": None} for r in left
+                            if r["container"] not in {s["container"] for s in rnd["stop"]}]
+            if not self._task.check_mode:  # noted before the play stops them (tasks/residents_restore.yml)
+                write_atomic(residents_mod.stopped_path(results_dir, host), json.dumps(rnd["stop"]).encode())
             facts.update({f"llm_bench_{k}": v for k, v in found[0]["settings"].items() if k in settings_mod.DEFAULTS})
             return {"changed": False, "ansible_facts": facts}
-        if args["phase"] == "judge" and not self._task.check_mode:
+        if not self._task.check_mode:
             docs = [document_mod.document(t, run_dir, host, state=rnd["judgements"][t["variant"]]["state"],
                                           reason=rnd["judgements"][t["variant"]]["reason"],
                                           figures=rnd["judgements"][t["variant"]]["figures"], tolerance_pct=tolerance,
@@ -102,5 +110,6 @@ class ActionModule(ControllerAction):
                 document_mod.write(d, run_dir)
             report.write(run_dir, document_mod.read_all(run_dir))
         rnd = {"kind": "refused", "select": [], "extra_variants": [], "bracket": False, "runs": None, "stop": [],
-               "judgements": {}, "passed": [], "refused": [t["variant"] for t in found], "lines": report.lines(docs)}
+               "judgements": {}, "passed": [], "refused": [t["variant"] for t in found], "lines": report.lines(docs),
+               "left_stopped": [], "stopped_file": ""}
         return {"changed": False, "ansible_facts": {"upgrade_round": rnd}}

@@ -8,6 +8,7 @@ import it, and building them costs about 0.1 s."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -26,6 +27,27 @@ FOLDER = ".deployments"
 def controller_dir(results_dir: str | Path, host: str) -> Path:
     """``<bench_results_dir>/.deployments/<host>``."""
     return Path(results_dir) / FOLDER / str(host)
+
+
+#: the residents an upgrade stopped while it measures, below ``controller_dir`` (a folder of its own:
+#: the records' ``*.json`` never see it); the next serve.yml or upgrade.yml run on the unit starts
+#: any it finds there (an upgrade that lost the unit before it started them again)
+STOPPED_FILE = "upgrade/stopped.json"
+
+
+def stopped_path(results_dir: str | Path, host: str) -> Path:
+    """``<bench_results_dir>/.deployments/<host>/upgrade/stopped.json``."""
+    return controller_dir(results_dir, host) / STOPPED_FILE
+
+
+def left_stopped(results_dir: str | Path, host: str) -> list[dict[str, str]]:
+    """The residents (``{variant, container}``) an upgrade stopped and did not start again; [] when none."""
+    try:
+        found = json.loads(stopped_path(results_dir, host).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [{"variant": str(r.get("variant")), "container": str(r["container"])}
+            for r in found if isinstance(r, dict) and r.get("container")] if isinstance(found, list) else []
 
 
 def load(path: str | Path) -> DeploymentRecord | None:
