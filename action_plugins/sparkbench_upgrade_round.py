@@ -1,7 +1,7 @@
 """Action ``sparkbench_upgrade_round``: one round of ``playbooks/upgrade.yml`` for one unit, on the
 controller.
 
-    - sparkbench_upgrade_round: {image_version: "0.25.0"}
+    - sparkbench_upgrade_round: {image_probe: "{{ upgrade_image_version }}"}   # `vllm --version` in the image
         # → fact upgrade_round: kind measure | decided | refused, select, extra_variants, bracket,
         #   runs, stop, lines; with kind measure the measurement settings as llm_bench_* facts;
         #   once decided (each resident's gate), its <variant>.upgrade.json and the run's upgrade.md
@@ -37,7 +37,7 @@ def _flag(value: object) -> bool:
 
 class ActionModule(ControllerAction):
     VARIABLE_NAMES = VARIABLES
-    ARGUMENTS = {"image_version": {"type": "str", "default": ""}}
+    ARGUMENTS = {"image_probe": {"type": "dict", "default": {}}}
 
     def act(self, args, variables, task_vars):
         # Here, not at the top: the gate reads the document models, which no plugin loads when it loads.
@@ -60,13 +60,21 @@ class ActionModule(ControllerAction):
             raise InputError(f"upgrade_tolerance_pct={variables.get('upgrade_tolerance_pct')!r}: give a number of "
                              "percent, e.g. -e upgrade_tolerance_pct=2.5") from None
         image = str(variables.get("upgrade_image") or "") or None
-        version = args["image_version"].strip().splitlines()[-1].strip() if args["image_version"].strip() else None
+        probe = args["image_probe"] or {}
+        said = str(probe.get("stdout") or "").strip()
+        version = said.splitlines()[-1].strip() if said and not probe.get("rc") else None
         found = targets(residents_mod.deployed(results_dir, host), host, variant=variables.get("upgrade_variant") or None,
                         image=image, revision=str(variables.get("upgrade_model_revision") or "") or None,
                         candidate_version=version)
         accept = _flag(variables.get("upgrade_accept_unresolved"))
         refusals = {t["variant"]: candidate_refusals(t["current"].get("args"), version) for t in found} \
             if image else {}
+        if image and probe.get("rc"):  # the image does not run vllm: it cannot start a server
+            why = " ".join(str(probe.get("stderr") or probe.get("msg") or "").split())[-300:]
+            refusals = {t["variant"]: [{"id": "candidate_runs_no_vllm", "reason": f"{image} does not run vllm "
+                                        f"(`vllm --version` in it exited {probe['rc']}: {why})",
+                                        "remedy": "name an image with vLLM (vllm/vllm-openai:<version>, or one "
+                                                  "built with scripts/build_vllm_cpu_image.sh)"}] for t in found}
         if any(refusals.values()):
             return self._refused(found, refusals, run_dir, host, tolerance, report, document_mod)
         runs = int(found[0]["settings"].get("runs") or settings_mod.DEFAULTS["runs"])
@@ -97,12 +105,18 @@ class ActionModule(ControllerAction):
         return {"changed": False, "ansible_facts": facts}
 
     def _refused(self, found, refusals, run_dir, host, tolerance, report, document_mod):
-        """Every resident refused before anything starts: a flag the candidate's parser refuses."""
+        """Every resident refused before anything starts: the candidate image runs no vllm, or its
+        parser refuses a resident's flag."""
         docs = []
         for t in found:
             said = refusals.get(t["variant"]) or []
-            reason = ("the candidate's parser refuses " + "; ".join(f"{r['reason']} ({r['remedy']})" for r in said)
-                      if said else "not measured: another resident's flags refused the upgrade of this unit")
+            why = "; ".join(f"{r['reason']} ({r['remedy']})" for r in said)
+            if not said:
+                reason = "not measured: another resident's flags refused the upgrade of this unit"
+            elif said[0]["id"] == "candidate_runs_no_vllm":
+                reason, said = f"the candidate cannot start a server: {why}", []
+            else:
+                reason = f"the candidate's parser refuses {why}"
             docs.append(document_mod.document(t, run_dir, host, state="refused", reason=reason, figures=[],
                                               tolerance_pct=tolerance, flags=said))
         if not self._task.check_mode:

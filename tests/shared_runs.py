@@ -18,10 +18,11 @@ run (where it is defined)           what it starts                             r
                                     (the two measured configurations)          and records them for
                                                                                test_recorded_failures (unit layer)
 ``real_residents`` (this module)    serve.yml with real vLLM: a resident and   test_serve_real (deploy, rollback, two
-                                    its canary, a refused candidate beside     residents), test_real_vllm_serving
-                                    it, a second resident with tool flags      (tools, rates, prefix and multi-turn
-                                    and its own KV budget                      phases on the second resident; a
-                                                                               tool request refused by the first)
+                                    its canary, a refused candidate beside     residents, the refused upgrade),
+                                    it, a second resident with tool flags      test_real_vllm_serving (tools, rates,
+                                    and its own KV budget; upgrade.yml to an   prefix and multi-turn phases on the
+                                    image that cannot start a server           second resident; a tool request
+                                                                               refused by the first)
 ``full_run`` (test_sim_pair_...)    two simulated Sparks over Ray              test_sim_pair_playbook
 ``walkthrough`` (test_ssh_units)    the README over SSH: provision, check,     test_ssh_units
                                     bench, serve, teardown
@@ -51,6 +52,8 @@ from sparkbench.launch import launch_spec
 from helpers import REPO, ansible_env, containers, deployable_result, playbook_cmd, serve_source_settings
 
 REAL_IMAGE = "sparkbench/vllm-cpu:v0.32.0"
+#: an image without vLLM (the simulator images' Debian base): a candidate that cannot start a server
+NO_VLLM_IMAGE = "sparkbench/debian-base:bookworm"
 RESIDENT_HOST = "srv-cpu01"
 #: The first resident (eager, KV budget 1 GiB) and the second (tool flags, KV budget 2 GiB).
 RESIDENT, SECOND = "tiny-eager", "tiny-tools"
@@ -114,8 +117,8 @@ def real_residents(tmp_path_factory):
              "serve_unit_dir": str(tmp / "unit-records"), "vllm_server_ready_timeout_s": 420}
     (tmp / "extra.yml").write_text(yaml.safe_dump(extra))
 
-    def serve(*a: str) -> subprocess.CompletedProcess:
-        cmd = playbook_cmd("playbooks/serve.yml", "-e", f"@{tmp / 'extra.yml'}", *a, limit=RESIDENT_HOST,
+    def serve(*a: str, playbook: str = "playbooks/serve.yml") -> subprocess.CompletedProcess:
+        cmd = playbook_cmd(playbook, "-e", f"@{tmp / 'extra.yml'}", *a, limit=RESIDENT_HOST,
                            inventories=[REPO / "inventory/hosts.yml", tmp / "inventory.yml"])
         return subprocess.run(cmd, cwd=REPO, env=ansible_env(), stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=900)
@@ -129,6 +132,11 @@ def real_residents(tmp_path_factory):
                                     "-e", f"serve_port={SECOND_PORT}"))):
             proc = serve(*a)
             steps[step] = {"proc": proc, "containers": containers(prefix)}
+        # An upgrade of the first resident to an image that cannot start a server (it runs no vllm):
+        # refused before anything starts, the resident untouched.
+        proc = serve("-e", f"upgrade_image={NO_VLLM_IMAGE}", "-e", f"upgrade_variant={RESIDENT}",
+                     "-e", "bench_run_id=U1", playbook="playbooks/upgrade.yml")
+        steps["upgrade"] = {"proc": proc, "containers": containers(prefix)}
         yield {"tmp": tmp, "prefix": prefix, "steps": steps, "resident_url": f"http://127.0.0.1:{SERVE_PORT}",
                "second_url": f"http://127.0.0.1:{SECOND_PORT}"}
     finally:

@@ -22,7 +22,7 @@ import json
 import urllib.request
 
 import pytest
-from shared_runs import RESIDENT, RESIDENT_HOST, SECOND, SECOND_PORT, SERVE_PORT, resident_records
+from shared_runs import NO_VLLM_IMAGE, RESIDENT, RESIDENT_HOST, SECOND, SECOND_PORT, SERVE_PORT, resident_records
 
 pytestmark = [pytest.mark.real, pytest.mark.ansible]
 
@@ -82,3 +82,21 @@ def test_a_second_resident_with_its_own_kv_budget_serves_beside_the_first(real_r
     assert "VLLM_ENFORCE_STRICT_TOOL_CALLING=0" in found[second]["Config"]["Env"]
     for port in (SERVE_PORT, SECOND_PORT):
         _complete(port)
+
+
+def test_an_upgrade_to_an_image_that_cannot_start_a_server_is_refused_and_the_resident_serves(real_residents):
+    """upgrade.yml with a candidate that runs no vllm: refused before anything starts (its own
+    `vllm --version` fails), recorded in the run, the run fails; the real resident is untouched
+    (the same container, never stopped) and answers."""
+    step = real_residents["steps"]["upgrade"]
+    proc, found = step["proc"], step["containers"]
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    doc = json.loads((real_residents["tmp"] / "results" / "U1" / RESIDENT_HOST / f"{RESIDENT}.upgrade.json").read_text())
+    assert doc["state"] == "refused" and "cannot start a server" in doc["reason"], doc
+    assert f"{NO_VLLM_IMAGE} does not run vllm" in doc["reason"] and doc["figures"] == [], doc
+    assert doc["simulated"] is None  # nothing was measured
+    name = f"{real_residents['prefix']}-resident-{RESIDENT}"
+    started = real_residents["steps"]["deploy"]["containers"][name]["State"]["StartedAt"]
+    assert found[name]["State"]["Running"] and found[name]["State"]["StartedAt"] == started
+    _complete(SERVE_PORT)
+    assert not list((real_residents["tmp"] / "results" / "U1" / RESIDENT_HOST).glob(f"{RESIDENT}*.current*.json"))

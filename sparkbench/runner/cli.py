@@ -190,8 +190,6 @@ def main(argv: list[str] | None = None) -> int:
                             results_dir=args.results_dir, extravars=parse_extravars(args.extra_vars), out=sys.stdout)
         if args.command == "upgrade":
             from .upgrade import run_upgrade
-            if not args.image and not args.model_revision:
-                raise UsageError("upgrade: name the candidate image, or --model-revision REV")
             return run_upgrade(args.image, inventory=args.inventory, limit=args.limit, variant=args.variant,
                                revision=args.model_revision, run_id=args.run_id, results_dir=args.results_dir,
                                extravars=parse_extravars(args.extra_vars), out=sys.stdout)

@@ -114,7 +114,8 @@ def _round_options(p: argparse.ArgumentParser, units: str, extra: str, run_id: s
 def _upgrade(sub) -> None:
     u = _verb(sub, "upgrade", "upgrade a unit's residents to a new image (playbooks/upgrade.yml): measured "
                               "beside the current one, gated by verdicts, deployed or refused", codes=False)
-    u.add_argument("image", nargs="?", help="the candidate image (leave out with --model-revision alone)")
+    u.add_argument("image", nargs="?", help="the candidate image (leave out with --model-revision alone, or where "
+                                            "the inventory sets upgrade_image per unit)")
     _round_options(u, "the unit(s)", "extra variable (repeatable), e.g. upgrade_tolerance_pct=5, "
                    "upgrade_accept_unresolved=true", "results/<run-id> (default: upgrade-<UTC time>); reuse to go on")
     u.add_argument("--variant", help="one resident (default: every resident of the unit)")

@@ -24,36 +24,46 @@ PLAN_TASK = "Upgrade | plan"
 def run_upgrade(image: str | None, *, inventory=None, limit: str, variant: str | None = None,
                 revision: str | None = None, run_id: str | None = None, results_dir: str | None = None,
                 extravars: dict | None = None, out: TextIO, max_rounds: int = 4) -> int:
-    """The upgrade's rounds until decided; returns the exit code."""
+    """The upgrade's rounds until every unit's gate is decided; returns the exit code. A round after
+    the first runs on the units still measuring only (``-l`` narrowed to them)."""
     run_id = run_id or f"upgrade-{new_run_id()}"
     ev = dict(extravars or {})
     ev.update({k: v for k, v in (("upgrade_image", image), ("upgrade_variant", variant),
                                  ("upgrade_model_revision", revision)) if v})
-    result = None
+    first, units, failed_rc = time.time(), limit, 0
     for n in range(1, max_rounds + 1):
         started = time.time()
-        result = run_bench(inventory=inventory, limit=limit, extravars=ev, run_id=run_id, playbook=UPGRADE_PLAYBOOK,
+        result = run_bench(inventory=inventory, limit=units, extravars=ev, run_id=run_id, playbook=UPGRADE_PLAYBOOK,
                            results_dir=results_dir, report=False)
-        decided = [d for d in read_all(Path(result.run_dir)) if _written_since(Path(result.run_dir), d, started)]
+        run_dir = Path(result.run_dir)
+        failed_rc = failed_rc or result.rc
+        decided_now = {d["host"] for d in read_all(run_dir) if _written_since(run_dir, d, started)}
+        pending = _measured_hosts(run_dir, started) - decided_now
+        if not pending:
+            break
+        if n == max_rounds:
+            print(f"sparkbench upgrade: still undecided after {n} rounds on {', '.join(sorted(pending))}", file=out)
+            return EXIT_PLAYBOOK_ERROR
+        print(f"round {n}: the gate cannot tell within the tolerance yet on {', '.join(sorted(pending))}; "
+              "measuring both again", file=out)
+        units = ",".join(sorted(pending))
+    decided = [d for d in read_all(run_dir) if _written_since(run_dir, d, first)]
+    if not decided:
         reasons = sorted(set(result.failed_hosts.values()))
-        tail = "; ".join(reasons) if reasons else output_tail(result.artifacts_dir)
-        if decided:
-            for line in decision_lines(decided):
-                print(line, file=out)
-            print(f"upgrade report: {Path(result.run_dir) / 'upgrade.md'}", file=out)
-            refused = any(d["state"] == "refused" for d in decided)
-            return EXIT_VARIANT_FAILED if refused or result.rc != 0 else EXIT_OK
-        if _measured_since(Path(result.run_dir), started) and n < max_rounds:
-            print(f"round {n}: the gate cannot tell within the tolerance yet; measuring both again", file=out)
-            continue
-        print(f"sparkbench upgrade: round {n} decided nothing: {tail}", file=out)
-        return EXIT_USAGE if PLAN_TASK in tail else EXIT_PLAYBOOK_ERROR
-    return EXIT_PLAYBOOK_ERROR
+        why = "; ".join(reasons) if reasons else output_tail(result.artifacts_dir)
+        print(f"sparkbench upgrade: decided nothing: {why}", file=out)
+        return EXIT_USAGE if PLAN_TASK in why else EXIT_PLAYBOOK_ERROR
+    for line in decision_lines(decided):
+        print(line, file=out)
+    print(f"upgrade report: {run_dir / 'upgrade.md'}", file=out)
+    refused = any(d["state"] == "refused" for d in decided)
+    return EXIT_VARIANT_FAILED if refused or failed_rc != 0 else EXIT_OK
 
 
-def _measured_since(run_dir: Path, since: float) -> bool:
-    """Whether the round wrote a result (it measured, and its gate wants both measured again)."""
-    return any(p.stat().st_mtime >= since for p in run_dir.glob("*/*.json") if not p.name.endswith(".upgrade.json"))
+def _measured_hosts(run_dir: Path, since: float) -> set[str]:
+    """The units whose round wrote a result (they measured)."""
+    return {p.parent.name for p in run_dir.glob("*/*.json")
+            if not p.name.endswith(".upgrade.json") and p.stat().st_mtime >= since}
 
 
 def _written_since(run_dir: Path, doc: dict, since: float) -> bool:
