@@ -182,7 +182,7 @@ def test_the_upgrade_report_leads_with_the_decisions(fleet):
 
 def test_check_names_what_it_would_measure_and_starts_nothing(fleet):
     since = time.time()
-    proc = fleet["play"]("playbooks/upgrade.yml", "-e", "bench_run_id=U2", "--check", limit=SLOW)
+    proc = sparkbench(fleet["tmp"], "upgrade", "-l", SLOW, "--run-id", "U2", "--check", "--plain")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     out = " ".join(proc.stdout.split())  # the YAML callback folds long lines
     assert f"upgrade {VARIANT}: measuring {OLD} ({VARIANT}.current) and the candidate" in out, out[-3000:]

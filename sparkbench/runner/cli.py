@@ -188,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
             from .tune import run_tune
             return run_tune(args.space, inventory=args.inventory, limit=args.limit, run_id=args.run_id,
                             results_dir=args.results_dir, extravars=parse_extravars(args.extra_vars), out=sys.stdout)
+        if args.command == "upgrade" and args.check:
+            from .upgrade import check_extravars
+            return _playbook("upgrade", args, check_extravars(parse_extravars(args.extra_vars), args.image, args.variant,
+                                                               args.model_revision, args.run_id, args.results_dir))
         if args.command == "upgrade":
             from .upgrade import run_upgrade
             return run_upgrade(args.image, inventory=args.inventory, limit=args.limit, variant=args.variant,

@@ -44,7 +44,8 @@ EXAMPLES = {
 exit codes: 0 a winner, 1 no point could be measured, 3 a round's playbook failed, 4 a bad space, 130 Ctrl-C""",
     "upgrade": """examples:
   scripts/sparkbench upgrade sparkbench/vllm-sim:v0.25.0 -l spark-sim01     every resident of the unit
-  scripts/sparkbench upgrade vllm/vllm-openai:v0.26.0 -l spark01 --variant nvidia-mtp3 --tolerance-pct 2.5
+  scripts/sparkbench upgrade vllm/vllm-openai:v0.26.0 -l spark01 --variant nvidia-mtp3 -e upgrade_tolerance_pct=5
+  scripts/sparkbench upgrade vllm/vllm-openai:v0.26.0 -l spark01 --check     what it would measure; nothing starts
 exit codes: 0 passed and deployed, 1 refused (the resident serves as before) or rolled back, 3 a round's
 playbook failed, 4 bad input (before anything starts), 130 Ctrl-C (the same --run-id goes on)""",
     "report": """example:
@@ -120,6 +121,10 @@ def _upgrade(sub) -> None:
                    "upgrade_accept_unresolved=true", "results/<run-id> (default: upgrade-<UTC time>); reuse to go on")
     u.add_argument("--variant", help="one resident (default: every resident of the unit)")
     u.add_argument("--model-revision", help="the same image with this model revision")
+    u.add_argument("--check", action="store_true", help="what each resident's round would measure and compare; "
+                                                         "nothing starts")
+    u.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal (--check)")
+    u.add_argument("-v", "--verbose", action="count", default=0, help="ansible verbosity (artifacts only)")
 
 
 def _playbook_verbs(sub) -> None:

@@ -39,7 +39,9 @@ if TYPE_CHECKING:  # the models are imported where health.json is read (_health_
 
 #: verb → its playbook, relative to the repository
 PLAYBOOKS = {"provision": "playbooks/provision.yml", "bench": "bench.yml", "health": "playbooks/health.yml",
-             "serve": "playbooks/serve.yml", "teardown": "playbooks/teardown.yml"}
+             "serve": "playbooks/serve.yml", "teardown": "playbooks/teardown.yml",
+             # `sparkbench upgrade --check` (its rounds run through sparkbench.runner.upgrade)
+             "upgrade": "playbooks/upgrade.yml"}
 
 
 @dataclass

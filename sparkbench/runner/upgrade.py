@@ -21,15 +21,28 @@ UPGRADE_PLAYBOOK = "playbooks/upgrade.yml"
 PLAN_TASK = "Upgrade | plan"
 
 
+def _upgrade_vars(image: str | None, variant: str | None, revision: str | None) -> dict[str, str]:
+    return {k: v for k, v in (("upgrade_image", image), ("upgrade_variant", variant),
+                              ("upgrade_model_revision", revision)) if v}
+
+
+def check_extravars(extravars: dict, image: str | None, variant: str | None, revision: str | None,
+                    run_id: str | None, results_dir: str | None) -> dict:
+    """The extra vars of ``sparkbench upgrade --check`` (one run of the playbook in check mode)."""
+    ev = {**extravars, **_upgrade_vars(image, variant, revision),
+          "bench_run_id": run_id or extravars.get("bench_run_id") or f"upgrade-{new_run_id()}"}
+    if results_dir:
+        ev["bench_results_dir"] = str(Path(results_dir).resolve())
+    return ev
+
+
 def run_upgrade(image: str | None, *, inventory=None, limit: str, variant: str | None = None,
                 revision: str | None = None, run_id: str | None = None, results_dir: str | None = None,
                 extravars: dict | None = None, out: TextIO, max_rounds: int = 4) -> int:
     """The upgrade's rounds until every unit's gate is decided; returns the exit code. A round after
     the first runs on the units still measuring only (``-l`` narrowed to them)."""
     run_id = run_id or f"upgrade-{new_run_id()}"
-    ev = dict(extravars or {})
-    ev.update({k: v for k, v in (("upgrade_image", image), ("upgrade_variant", variant),
-                                 ("upgrade_model_revision", revision)) if v})
+    ev = {**(extravars or {}), **_upgrade_vars(image, variant, revision)}
     first, units, failed_rc = time.time(), limit, 0
     for n in range(1, max_rounds + 1):
         started = time.time()
