@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 
 from .. import verdict as verdict_mod
 from ..paths import UPGRADE_SUFFIX, write_atomic
+from .flags import NO_VLLM
 from .kernels import KernelChange, changes_text, kernel_changes
 from .rounds import measured
 from .targets import CURRENT, Change
 
 if TYPE_CHECKING:
     from ..preflight import PreflightFailure
-    from .gate import FigureJudgement
+    from .gate import FigureJudgement, Judgement
     from .targets import Target
 
 KIND = "sparkbench.upgrade"
@@ -113,3 +114,30 @@ def read_all(run_dir: Path) -> list[UpgradeDocument]:
         if isinstance(doc, dict) and doc.get("kind") == KIND:
             out.append(doc)
     return out
+
+
+def decided(targets: list[Target], judgements: dict[str, Judgement], run_dir: Path, host: str,
+            tolerance_pct: float) -> list[UpgradeDocument]:
+    """The documents of the residents a round decided (``judgements``: each one's gate)."""
+    return [document(t, run_dir, host, state=j["state"], reason=j["reason"], figures=j["figures"],
+                     tolerance_pct=tolerance_pct, flags=[], accepted_unresolved=j["accepted_unresolved"])
+            for t in targets for j in [judgements[t["variant"]]]]
+
+
+def refused_before_start(targets: list[Target], refusals: dict[str, list[PreflightFailure]], run_dir: Path,
+                         host: str, tolerance_pct: float) -> list[UpgradeDocument]:
+    """The documents of residents refused before anything started: the candidate image runs no vllm
+    (``flags.NO_VLLM``), or its parser refuses a resident's flag."""
+    docs = []
+    for t in targets:
+        said = refusals.get(t["variant"]) or []
+        why = "; ".join(f"{r['reason']} ({r['remedy']})" for r in said)
+        if not said:
+            reason = "not measured: another resident's flags refused the upgrade of this unit"
+        elif said[0]["id"] == NO_VLLM:
+            reason, said = f"the candidate cannot start a server: {why}", []
+        else:
+            reason = f"the candidate's parser refuses {why}"
+        docs.append(document(t, run_dir, host, state="refused", reason=reason, figures=[],
+                             tolerance_pct=tolerance_pct, flags=said))
+    return docs

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 ISSUE_ID = "candidate_refuses_flag"
 _RENAMED = re.compile(r"^use (--[\w-]+)")
+#: the id of :func:`runs_no_vllm`'s refusal
+NO_VLLM = "candidate_runs_no_vllm"
 _WHY = "the resident runs with it, the candidate's parser would refuse it"
 _BEFORE = "in the resident's variant before upgrading"
 
@@ -54,3 +56,12 @@ def candidate_refusals(args: Mapping[str, FlagValue] | None, candidate_version: 
     with it, …"``), the remedy the fix before upgrading."""
     return [{"id": ISSUE_ID, "reason": f"{p['reason']}; {_WHY}", "remedy": _remedy(p["reason"], p["remedy"])}
             for p in flag_problems(args, candidate_version, table=table)]
+
+
+def runs_no_vllm(image: str, probe: Mapping[str, object]) -> PreflightFailure:
+    """The refusal of a candidate image whose ``vllm --version`` failed (``probe``: that command's
+    registered result): it cannot start a server."""
+    why = " ".join(str(probe.get("stderr") or probe.get("msg") or "").split())[-300:]
+    return {"id": NO_VLLM, "reason": f"{image} does not run vllm (`vllm --version` in it exited {probe.get('rc')}: {why})",
+            "remedy": "name an image with vLLM (vllm/vllm-openai:<version>, or one built with "
+                      "scripts/build_vllm_cpu_image.sh)"}

@@ -83,8 +83,9 @@ def _renamed(entry: ExtraVariantEntry, name: str) -> ExtraVariantEntry:
 
 
 def plan_round(targets: list[Target], run_dir: Path, host: str, *, runs: int, tolerance_pct: float,
-               accept_unresolved: bool) -> Round:
-    """This host's round (module docstring); ``runs``: the canary settings' requests per variant."""
+               accept_unresolved: bool, left_stopped: list[dict[str, str]] | None = None) -> Round:
+    """This host's round (module docstring); ``runs``: the canary settings' requests per variant;
+    ``left_stopped``: residents an interrupted round left stopped, started again with this round's."""
     select: list[str] = []
     extra: list[ExtraVariantEntry] = []
     judgements: dict[str, gate.Judgement] = {}
@@ -117,5 +118,8 @@ def plan_round(targets: list[Target], run_dir: Path, host: str, *, runs: int, to
     kind: RoundKind = "measure" if select else "decided"
     stop: list[Stop] = [{"variant": t["variant"], "container": t["container"], "health_url": t["health_url"]}
                         for t in targets if t["variant"] not in judgements] if select else []
+    if select:
+        stop += [{"variant": r["variant"], "container": r["container"], "health_url": None} for r in left_stopped or []
+                 if r["container"] not in {s["container"] for s in stop}]
     return {"kind": kind, "select": select, "extra_variants": extra, "bracket": first and more is None,
             "runs": more, "stop": stop, "judgements": judgements, "lines": lines}
